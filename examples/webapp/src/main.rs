@@ -1,0 +1,20 @@
+//! Renders (by default) or applies the web shop example.
+
+use std::process::ExitCode;
+
+use example_webapp::WebShop;
+use harmony::domain::Inventory;
+use harmony::infra::render::RenderTopology;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let shop = match WebShop::example() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let topology = |ctx: &_| Ok::<_, std::convert::Infallible>(RenderTopology::from_context(ctx));
+    harmony_cli::run(Inventory::empty(), topology, shop.scores()).await
+}

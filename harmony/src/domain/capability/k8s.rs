@@ -1,0 +1,273 @@
+//! The Kubernetes capability: apply, get, delete and wait on objects of any kind.
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+use std::fmt;
+use std::time::Duration;
+
+use super::CapabilityError;
+use crate::domain::outcome::ObjectChange;
+
+/// Identity of a Kubernetes object: `apiVersion`, `kind`, optional namespace, name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ObjectRef {
+    /// `v1`, `apps/v1`, `postgresql.cnpg.io/v1`.
+    pub api_version: String,
+    /// `Deployment`, `Cluster`, ...
+    pub kind: String,
+    /// Namespace, absent for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// The API group (`""` for the core group).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
+    }
+
+    /// The API version without the group (`v1`).
+    pub fn version(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map(|(_, v)| v)
+            .unwrap_or(&self.api_version)
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{} {} {}/{}", self.api_version, self.kind, ns, self.name),
+            None => write!(f, "{} {} {}", self.api_version, self.kind, self.name),
+        }
+    }
+}
+
+/// A Kubernetes object of any kind as a JSON tree whose identity fields were checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct K8sObject {
+    value: Value,
+    #[serde(skip)]
+    reference: ObjectRef,
+}
+
+impl K8sObject {
+    /// Checks that `value` has `apiVersion`, `kind` and `metadata.name` as non-empty strings.
+    pub fn new(value: Value) -> Result<Self, CapabilityError> {
+        let text = |ptr: &str| {
+            value
+                .pointer(ptr)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        };
+        let described = || {
+            format!(
+                "{} {}",
+                text("/kind").unwrap_or("<no kind>"),
+                text("/metadata/name").unwrap_or("<no name>")
+            )
+        };
+        let missing = |field: &str| CapabilityError::InvalidObject {
+            object: described(),
+            problem: format!(
+                "{field} is missing or not a non-empty string; set it in the manifest"
+            ),
+        };
+        if !value.is_object() {
+            return Err(CapabilityError::InvalidObject {
+                object: "<not an object>".into(),
+                problem: "a manifest must be a mapping with apiVersion, kind and metadata".into(),
+            });
+        }
+        let reference = ObjectRef {
+            api_version: text("/apiVersion")
+                .ok_or_else(|| missing("apiVersion"))?
+                .to_string(),
+            kind: text("/kind").ok_or_else(|| missing("kind"))?.to_string(),
+            namespace: text("/metadata/namespace").map(str::to_string),
+            name: text("/metadata/name")
+                .ok_or_else(|| missing("metadata.name"))?
+                .to_string(),
+        };
+        Ok(Self { value, reference })
+    }
+
+    /// The object's identity.
+    pub fn reference(&self) -> &ObjectRef {
+        &self.reference
+    }
+
+    /// The full manifest (secret values included: never print it, use [`Self::redacted`]).
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The manifest with Secret values replaced, safe to show.
+    pub fn redacted(&self) -> Value {
+        crate::domain::redact::redact_object(&self.value)
+    }
+
+    /// Whether this is a core/v1 Secret.
+    pub fn is_secret(&self) -> bool {
+        crate::domain::redact::is_secret(&self.value)
+    }
+
+    /// Sets `metadata.namespace` when absent (for namespaced kinds the caller knows about).
+    pub fn with_default_namespace(mut self, namespace: &str) -> Self {
+        if self.reference.namespace.is_none()
+            && let Some(Value::Object(meta)) = self.value.get_mut("metadata")
+        {
+            meta.insert("namespace".into(), Value::String(namespace.into()));
+            self.reference.namespace = Some(namespace.into());
+        }
+        self
+    }
+}
+
+/// How to apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApplyOptions {
+    /// Take ownership of fields another field manager owns instead of failing.
+    pub force_conflicts: bool,
+}
+
+/// What to wait for on an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitCondition {
+    /// The object exists.
+    Exists,
+    /// The object is gone.
+    Deleted,
+    /// `status.conditions[type=condition_type].status == status`.
+    Condition {
+        /// Condition type, e.g. `Available`, `Established`, `Ready`.
+        condition_type: String,
+        /// Expected status, usually `True`.
+        status: String,
+    },
+}
+
+impl WaitCondition {
+    /// A named condition with status `True`.
+    pub fn condition(condition_type: &str) -> Self {
+        WaitCondition::Condition {
+            condition_type: condition_type.into(),
+            status: "True".into(),
+        }
+    }
+}
+
+impl fmt::Display for WaitCondition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitCondition::Exists => f.write_str("existence"),
+            WaitCondition::Deleted => f.write_str("deletion"),
+            WaitCondition::Condition {
+                condition_type,
+                status,
+            } => {
+                write!(f, "condition {condition_type}={status}")
+            }
+        }
+    }
+}
+
+/// How a wait ended when it did not fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WaitOutcome {
+    /// The condition was observed.
+    Satisfied,
+    /// The backend has no live state to observe (render mode); nothing was checked.
+    Skipped {
+        /// Why the wait was skipped.
+        reason: String,
+    },
+}
+
+/// An apply that stopped part-way: what was applied before, and the error.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct ApplyFailure {
+    /// Changes made before the failure.
+    pub applied: Vec<ObjectChange>,
+    /// The failure.
+    #[source]
+    pub error: CapabilityError,
+}
+
+/// Apply, read, delete and wait on Kubernetes objects of any kind, CRDs included.
+///
+/// In plan mode `apply` and `delete` compute and return the change without making it.
+#[async_trait]
+pub trait K8sClient: Send + Sync {
+    /// Applies `objects` (namespaces and CRDs first) and reports one change per object.
+    async fn apply(
+        &self,
+        objects: &[K8sObject],
+        options: &ApplyOptions,
+    ) -> Result<Vec<ObjectChange>, ApplyFailure>;
+
+    /// Reads an object; `None` when it does not exist.
+    async fn get(&self, object: &ObjectRef) -> Result<Option<K8sObject>, CapabilityError>;
+
+    /// Deletes an object; `Unchanged` when it was already absent.
+    async fn delete(&self, object: &ObjectRef) -> Result<ObjectChange, CapabilityError>;
+
+    /// Waits until `condition` holds on `object`, or fails with what was last seen.
+    async fn wait_for(
+        &self,
+        object: &ObjectRef,
+        condition: &WaitCondition,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, CapabilityError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn identity_is_checked_and_named() {
+        let o = K8sObject::new(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"}}))
+        .unwrap();
+        assert_eq!(o.reference().to_string(), "apps/v1 Deployment shop/web");
+        assert_eq!(
+            (o.reference().group(), o.reference().version()),
+            ("apps", "v1")
+        );
+        let err = K8sObject::new(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("metadata.name is missing"),
+            "{err}"
+        );
+        let err =
+            K8sObject::new(json!({"kind": "ConfigMap", "metadata": {"name": "x"}})).unwrap_err();
+        assert!(
+            err.to_string().contains("ConfigMap x") && err.to_string().contains("apiVersion"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn default_namespace_only_fills_gaps() {
+        let o = K8sObject::new(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}),
+        )
+        .unwrap()
+        .with_default_namespace("default");
+        assert_eq!(o.reference().namespace.as_deref(), Some("default"));
+        assert_eq!(o.value()["metadata"]["namespace"], "default");
+        let o = o.with_default_namespace("other");
+        assert_eq!(o.reference().namespace.as_deref(), Some("default"));
+    }
+}

@@ -1,0 +1,81 @@
+//! Capabilities: traits a Topology implements and Scores require as bounds.
+
+pub mod k8s;
+
+pub use k8s::{
+    ApplyFailure, ApplyOptions, K8sClient, K8sObject, ObjectRef, WaitCondition, WaitOutcome,
+};
+
+use std::time::Duration;
+
+/// A capability could not do what was asked. Messages never carry secret values.
+#[derive(Debug, thiserror::Error)]
+pub enum CapabilityError {
+    /// The object itself is malformed (missing apiVersion, kind or name, wrong shape).
+    #[error("invalid object {object}: {problem}")]
+    InvalidObject {
+        /// The object as far as it could be identified.
+        object: String,
+        /// What is wrong, naming the field.
+        problem: String,
+    },
+    /// The backend refused the object (schema violation, admission, quota...).
+    #[error("{object} rejected by {server}: {message}")]
+    Rejected {
+        /// The object.
+        object: String,
+        /// The server, file or service that refused it.
+        server: String,
+        /// The backend's own message (field paths included).
+        message: String,
+    },
+    /// Another field manager owns fields this apply would change.
+    #[error(
+        "{object}: fields owned by {manager:?} would change ({fields}); re-run with force to take ownership"
+    )]
+    Conflict {
+        /// The object.
+        object: String,
+        /// The other field manager.
+        manager: String,
+        /// The contested fields.
+        fields: String,
+    },
+    /// The backend could not be reached.
+    #[error("cannot reach {server}: {reason}")]
+    Unreachable {
+        /// The server address.
+        server: String,
+        /// The underlying cause.
+        reason: String,
+    },
+    /// A wait ran out of time.
+    #[error("timed out after {after:?} waiting for {waited_for} (last seen: {last_seen})")]
+    Timeout {
+        /// What was awaited, e.g. "condition Available=True on apps/v1 Deployment shop/web".
+        waited_for: String,
+        /// The timeout.
+        after: Duration,
+        /// The last observed state.
+        last_seen: String,
+    },
+    /// Reading or writing a local file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The request is not supported by this backend or mode.
+    #[error("{what} is not supported by {backend}: {reason}")]
+    Unsupported {
+        /// The operation.
+        what: String,
+        /// The backend.
+        backend: String,
+        /// Why, and what to use instead.
+        reason: String,
+    },
+}

@@ -1,0 +1,24 @@
+//! The domain: what a Score, an Interpret and a Topology are, and how a run is driven.
+
+pub mod capability;
+pub mod diff;
+pub mod events;
+pub mod interpret;
+pub mod inventory;
+pub mod maestro;
+pub mod mode;
+pub mod outcome;
+pub mod redact;
+pub mod score;
+pub mod topology;
+
+pub use events::{HarmonyEvent, report_progress};
+pub use interpret::{Interpret, InterpretName};
+pub use inventory::Inventory;
+pub use maestro::{Maestro, RunOptions, ScoreReport, ScoreStatus};
+pub use mode::{ExecutionMode, RunContext};
+pub use outcome::{
+    ChangeAction, FieldChange, InterpretError, ObjectChange, Outcome, OutcomeStatus,
+};
+pub use score::{Score, ValidationError};
+pub use topology::{PreparationError, PreparationOutcome, Topology};

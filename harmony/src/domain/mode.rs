@@ -1,0 +1,50 @@
+use serde::Serialize;
+use std::fmt;
+use std::path::PathBuf;
+
+/// What a run does to the world. Capabilities read it from their topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutionMode {
+    /// Change live infrastructure; needs the operator's confirmation.
+    Apply,
+    /// Compute what would change against current state, change nothing.
+    Plan,
+    /// Write what would be applied into an output folder; touches no infrastructure.
+    Render,
+}
+
+impl ExecutionMode {
+    /// Whether this mode changes infrastructure and therefore needs a confirmation.
+    pub fn changes_infrastructure(self) -> bool {
+        self == ExecutionMode::Apply
+    }
+}
+
+impl fmt::Display for ExecutionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ExecutionMode::Apply => "apply",
+            ExecutionMode::Plan => "plan",
+            ExecutionMode::Render => "render",
+        })
+    }
+}
+
+/// What the operator asked for, handed to topology constructors so they can honour it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunContext {
+    /// `true` with `--plan`: compute changes without making them.
+    pub plan: bool,
+    /// Output folder for render mode (`--out`, default `./harmony-out`).
+    pub out_dir: PathBuf,
+}
+
+impl Default for RunContext {
+    fn default() -> Self {
+        Self {
+            plan: false,
+            out_dir: PathBuf::from("harmony-out"),
+        }
+    }
+}

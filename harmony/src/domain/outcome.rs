@@ -1,0 +1,191 @@
+use serde::Serialize;
+use std::fmt;
+
+use super::capability::CapabilityError;
+use super::score::ValidationError;
+
+/// How an Interpret ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutcomeStatus {
+    /// Something was (or, in plan mode, would be) changed.
+    Success,
+    /// Everything already matched; nothing changed.
+    Noop,
+    /// The Interpret ran to its end but could not reach the intent.
+    Failed,
+}
+
+/// The result of one Interpret: status, a one-line message, details and per-object changes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    /// Overall status.
+    pub status: OutcomeStatus,
+    /// One line for humans.
+    pub message: String,
+    /// Extra lines for humans (never secret values).
+    pub details: Vec<String>,
+    /// Objects created, updated, deleted or found unchanged.
+    pub changes: Vec<ObjectChange>,
+}
+
+impl Outcome {
+    /// A successful outcome.
+    pub fn success(message: impl Into<String>) -> Self {
+        Self::new(OutcomeStatus::Success, message)
+    }
+
+    /// An outcome where nothing needed changing.
+    pub fn noop(message: impl Into<String>) -> Self {
+        Self::new(OutcomeStatus::Noop, message)
+    }
+
+    /// A failed outcome.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::new(OutcomeStatus::Failed, message)
+    }
+
+    fn new(status: OutcomeStatus, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            details: Vec::new(),
+            changes: Vec::new(),
+        }
+    }
+
+    /// Success if any change is not `Unchanged`, otherwise Noop; the message counts each action.
+    pub fn from_changes(changes: Vec<ObjectChange>) -> Self {
+        let count = |a: ChangeAction| changes.iter().filter(|c| c.action == a).count();
+        let summary = [
+            ChangeAction::Create,
+            ChangeAction::Update,
+            ChangeAction::Delete,
+            ChangeAction::Unchanged,
+        ]
+        .into_iter()
+        .filter_map(|a| match count(a) {
+            0 => None,
+            n => Some(format!("{n} {a}")),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+        let status = if changes.iter().all(|c| c.action == ChangeAction::Unchanged) {
+            OutcomeStatus::Noop
+        } else {
+            OutcomeStatus::Success
+        };
+        let message = if summary.is_empty() {
+            "nothing to do".to_string()
+        } else {
+            summary
+        };
+        Self {
+            status,
+            message,
+            details: Vec::new(),
+            changes,
+        }
+    }
+
+    /// Adds a detail line.
+    pub fn with_detail(mut self, line: impl Into<String>) -> Self {
+        self.details.push(line.into());
+        self
+    }
+}
+
+/// What happened (or would happen) to one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeAction {
+    /// The object did not exist and was (or would be) created.
+    Create,
+    /// The object existed and differs.
+    Update,
+    /// The object matched already.
+    Unchanged,
+    /// The object was (or would be) removed.
+    Delete,
+}
+
+impl fmt::Display for ChangeAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ChangeAction::Create => "create",
+            ChangeAction::Update => "update",
+            ChangeAction::Unchanged => "unchanged",
+            ChangeAction::Delete => "delete",
+        })
+    }
+}
+
+/// A change to one object, with where it went and a field-level diff for updates.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObjectChange {
+    /// The object, e.g. `apps/v1 Deployment shop/web`.
+    pub object: String,
+    /// What happened to it.
+    pub action: ChangeAction,
+    /// Where it went: a file, a site, an API server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// Field-level differences, secrets already redacted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<FieldChange>,
+}
+
+/// One changed field: its path and old and new values (JSON text, or `<redacted>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldChange {
+    /// Dotted path such as `spec.replicas` or `data.key`.
+    pub path: String,
+    /// Previous value, absent when the field is new.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<String>,
+    /// New value, absent when the field is removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<String>,
+}
+
+/// Why an Interpret could not run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum InterpretError {
+    /// A parameter is wrong; nothing was touched.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// A capability failed; `applied` lists what had already changed before it did.
+    #[error("{action}: {source}{}", applied_suffix(applied))]
+    Capability {
+        /// What the Interpret was doing.
+        action: String,
+        /// Changes made before the failure (re-running converges from there).
+        applied: Vec<ObjectChange>,
+        /// The capability's error.
+        #[source]
+        source: CapabilityError,
+    },
+}
+
+fn applied_suffix(applied: &[ObjectChange]) -> String {
+    let done: Vec<&str> = applied
+        .iter()
+        .filter(|c| c.action != ChangeAction::Unchanged)
+        .map(|c| c.object.as_str())
+        .collect();
+    if done.is_empty() {
+        String::new()
+    } else {
+        format!(" (already applied: {})", done.join(", "))
+    }
+}
+
+impl InterpretError {
+    /// Changes that were made before the error.
+    pub fn applied(&self) -> &[ObjectChange] {
+        match self {
+            InterpretError::Capability { applied, .. } => applied,
+            InterpretError::Invalid(_) => &[],
+        }
+    }
+}

@@ -1,0 +1,53 @@
+use std::fmt::Debug;
+
+use super::interpret::Interpret;
+use super::topology::Topology;
+
+/// Intent: what should exist. A Score states the capabilities it needs as bounds on `T`.
+///
+/// ```text
+/// impl<T: Topology + K8sClient> Score<T> for NamespaceScore { ... }
+/// ```
+pub trait Score<T: Topology>: Debug + Send + Sync {
+    /// A name unique within a run, shown in lists, filters and reports.
+    fn name(&self) -> String;
+
+    /// The Interpret that knows how to reach this intent on `T`.
+    fn create_interpret(&self) -> Box<dyn Interpret<T>>;
+
+    /// The parameters as data for reports; secret fields must be redacted.
+    fn parameters(&self) -> serde_json::Value;
+
+    /// Checks the parameters against each other before anything runs. Types already rule out
+    /// malformed single values; this is for cross-field rules.
+    fn validate(&self) -> Result<(), ValidationError> {
+        Ok(())
+    }
+}
+
+/// A parameter is wrong: which field, what is wrong with it, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {field}: {problem}; fix: {fix}")]
+pub struct ValidationError {
+    /// The offending field as the user wrote it (`resources[1].metadata.name`).
+    pub field: String,
+    /// What is wrong.
+    pub problem: String,
+    /// What to do instead.
+    pub fix: String,
+}
+
+impl ValidationError {
+    /// Builds a validation error.
+    pub fn new(
+        field: impl Into<String>,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Self {
+            field: field.into(),
+            problem: problem.into(),
+            fix: fix.into(),
+        }
+    }
+}

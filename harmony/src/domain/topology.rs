@@ -1,0 +1,36 @@
+use async_trait::async_trait;
+
+use super::mode::ExecutionMode;
+
+/// Where Scores run. Capabilities are extra traits a topology implements (e.g. `K8sClient`).
+#[async_trait]
+pub trait Topology: Send + Sync {
+    /// A short name for reports ("local", "site-paris").
+    fn name(&self) -> &str;
+
+    /// The mode every capability of this topology works in.
+    fn mode(&self) -> ExecutionMode;
+
+    /// Makes the topology usable (connect, check versions, create folders). Called once per run.
+    async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError>;
+}
+
+/// What preparing the topology did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", content = "message", rename_all = "lowercase")]
+pub enum PreparationOutcome {
+    /// Preparation did something worth reporting.
+    Success(String),
+    /// Nothing needed doing.
+    Noop,
+}
+
+/// Preparing the topology failed; nothing was applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("topology {topology:?} is not ready: {reason}")]
+pub struct PreparationError {
+    /// The topology's name.
+    pub topology: String,
+    /// Why, naming the server, folder or service at fault.
+    pub reason: String,
+}

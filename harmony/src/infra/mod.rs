@@ -1,0 +1,3 @@
+//! Adapters that implement capabilities on real backends.
+
+pub mod render;

@@ -1,0 +1,20 @@
+//! The entry point every Harmony program calls with its inventory, topology and Scores.
+//!
+//! ```text
+//! harmony_cli::run(Inventory::empty(), RenderTopology::from_context, scores).await
+//! ```
+//!
+//! Exit codes: 0 all Scores succeeded, 1 a Score (or topology preparation) failed,
+//! 2 usage or validation error, including a confirmation that could not be asked.
+
+mod args;
+mod console;
+mod progress;
+mod report;
+mod run;
+mod select;
+
+pub use args::{Args, OutputFormat};
+pub use console::Console;
+pub use report::REPORT_FORMAT_VERSION;
+pub use run::{run, run_with};

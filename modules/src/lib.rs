@@ -1,0 +1,8 @@
+//! Scores and their Interprets, one folder per domain.
+
+pub mod k8s;
+
+/// Compiles the code in README.md so the "Writing a Score" guide cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

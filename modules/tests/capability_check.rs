@@ -1,0 +1,8 @@
+//! A Score that needs a capability compiles only against a Topology that has it.
+
+#[test]
+fn capability_bounds_are_checked_at_compile_time() {
+    let t = trybuild::TestCases::new();
+    t.pass("tests/ui/k8s_score_on_render_topology.rs");
+    t.compile_fail("tests/ui/k8s_score_on_topology_without_k8s.rs");
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit, compile-fail and end-to-end tests.
+# README.md's test command. Later suites (real API servers, dnsmasq, haproxy, ...) are added here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test (unit, compile-fail, render-mode end-to-end)"
+cargo test --workspace --locked
