@@ -12,5 +12,9 @@ cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "cargo test (unit, compile-fail, render-mode end-to-end)"
+step "kube-apiserver fixture (built from k8s.io/kubernetes Go modules; cached)"
+HARMONY_KUBE_FIXTURE="$(bash tests/kube-fixture/build.sh | tail -n 1)"
+export HARMONY_KUBE_FIXTURE
+
+step "cargo test (unit, compile-fail, render mode, real API servers)"
 cargo test --workspace --locked

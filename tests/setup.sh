@@ -10,3 +10,9 @@ need_rust_components() {
 
 command -v cargo >/dev/null || { echo "error: cargo not found; install Rust with rustup first" >&2; exit 2; }
 need_rust_components
+
+# The kube-apiserver fixture (tests/kube-fixture) is built from Go modules; go.mod needs Go 1.25+.
+command -v go >/dev/null || { echo "error: go not found; the kube-apiserver fixture needs Go 1.25 or newer" >&2; exit 2; }
+go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
+[[ "$go_minor" =~ ^[0-9]+$ && "$go_minor" -ge 25 ]] || { echo "error: $(go env GOVERSION) is too old; the kube-apiserver fixture needs Go 1.25 or newer" >&2; exit 2; }
+command -v flock >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux; }

@@ -17,6 +17,22 @@ pub struct Args {
     #[arg(long)]
     pub plan: bool,
 
+    /// Delete objects a Score owned before but no longer declares (shown as `delete` with --plan).
+    #[arg(long)]
+    pub prune: bool,
+
+    /// Take ownership of fields another field manager owns instead of failing (as kubectl's flag).
+    #[arg(long)]
+    pub force_conflicts: bool,
+
+    /// Apply to the cluster of this kubeconfig instead of rendering files.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Apply to this kubeconfig context instead of rendering files.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+
     /// Answer yes to every confirmation and never prompt (run all Scores unless filtered).
     #[arg(long, short = 'y')]
     pub yes: bool,

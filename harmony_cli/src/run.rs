@@ -78,6 +78,10 @@ where
     let ctx = RunContext {
         plan: args.plan,
         out_dir: args.out.clone(),
+        prune: args.prune,
+        force_conflicts: args.force_conflicts,
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
     };
     let topology = match make_topology(&ctx) {
         Ok(t) => t,

@@ -1,10 +1,10 @@
-//! Renders (by default) or applies the web shop example.
+//! Renders the web shop example (default) or applies it with `--kubeconfig FILE` / `--context NAME`.
 
 use std::process::ExitCode;
 
 use example_webapp::WebShop;
 use harmony::domain::Inventory;
-use harmony::infra::render::RenderTopology;
+use harmony::infra::default_topology::DefaultTopology;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -15,6 +15,6 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let topology = |ctx: &_| Ok::<_, std::convert::Infallible>(RenderTopology::from_context(ctx));
+    let topology = |ctx: &_| Ok::<_, std::convert::Infallible>(DefaultTopology::from_context(ctx));
     harmony_cli::run(Inventory::empty(), topology, shop.scores()).await
 }

@@ -38,6 +38,14 @@ pub struct RunContext {
     pub plan: bool,
     /// Output folder for render mode (`--out`, default `./harmony-out`).
     pub out_dir: PathBuf,
+    /// `true` with `--prune`: delete owned objects that their Score no longer declares.
+    pub prune: bool,
+    /// `true` with `--force-conflicts`: take over fields other field managers own.
+    pub force_conflicts: bool,
+    /// `--kubeconfig`: target a live cluster through this file instead of rendering.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--context`: the kubeconfig context to use (implies a live cluster).
+    pub context: Option<String>,
 }
 
 impl Default for RunContext {
@@ -45,6 +53,10 @@ impl Default for RunContext {
         Self {
             plan: false,
             out_dir: PathBuf::from("harmony-out"),
+            prune: false,
+            force_conflicts: false,
+            kubeconfig: None,
+            context: None,
         }
     }
 }

@@ -11,7 +11,13 @@ pub async fn apply_objects<T: K8sClient + ?Sized>(
 ) -> Result<Outcome, InterpretError> {
     report_progress(format!("applying {} object(s)", objects.len()));
     let changes = topology
-        .apply(objects, &ApplyOptions::default())
+        .apply(
+            objects,
+            &ApplyOptions {
+                owner: Some(subject.to_string()),
+                ..ApplyOptions::default()
+            },
+        )
         .await
         .map_err(|f| InterpretError::Capability {
             action: format!("applying {subject}"),

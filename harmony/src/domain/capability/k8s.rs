@@ -119,6 +119,19 @@ impl K8sObject {
         crate::domain::redact::is_secret(&self.value)
     }
 
+    /// Adds (or replaces) a label in `metadata.labels`.
+    pub fn with_label(mut self, key: &str, value: &str) -> Self {
+        if let Some(Value::Object(meta)) = self.value.get_mut("metadata") {
+            let labels = meta
+                .entry("labels")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Value::Object(map) = labels {
+                map.insert(key.into(), Value::String(value.into()));
+            }
+        }
+        self
+    }
+
     /// Sets `metadata.namespace` when absent (for namespaced kinds the caller knows about).
     pub fn with_default_namespace(mut self, namespace: &str) -> Self {
         if self.reference.namespace.is_none()
@@ -136,6 +149,9 @@ impl K8sObject {
 pub struct ApplyOptions {
     /// Take ownership of fields another field manager owns instead of failing.
     pub force_conflicts: bool,
+    /// Who owns these objects (the Score's name). Owned objects are labelled so that those the
+    /// owner no longer declares can be pruned; nothing without the owner's label is ever pruned.
+    pub owner: Option<String>,
 }
 
 /// What to wait for on an object.
@@ -206,6 +222,11 @@ pub struct ApplyFailure {
 ///
 /// In plan mode `apply` and `delete` compute and return the change without making it.
 #[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` has no Kubernetes capability (`K8sClient`)",
+    label = "this Score needs a topology that implements `K8sClient`",
+    note = "use a topology that offers Kubernetes (RenderTopology, K8sTopology, DefaultTopology) or implement `K8sClient` for `{Self}`"
+)]
 pub trait K8sClient: Send + Sync {
     /// Applies `objects` (namespaces and CRDs first) and reports one change per object.
     async fn apply(

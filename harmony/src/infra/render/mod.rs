@@ -42,6 +42,12 @@ impl RenderTopology {
         }
     }
 
+    /// The same output folder and mode for another site, rendered into `out_dir/<site>/`.
+    pub fn with_site(mut self, site: impl Into<String>) -> Self {
+        self.site = site.into();
+        self
+    }
+
     /// The folder this site's files go to.
     pub fn site_dir(&self) -> PathBuf {
         self.out_dir.join(&self.site)

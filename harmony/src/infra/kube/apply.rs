@@ -1,0 +1,518 @@
+use async_trait::async_trait;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use futures::stream::{self, StreamExt};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::discovery::Scope;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use super::applyset::{ApplySet, Contents, PART_OF, split_group_kind};
+use super::error::map;
+use super::normalize::comparable;
+use super::resolve::ResolvedKind;
+use super::topology::{FIELD_MANAGER, K8sTopology};
+use crate::domain::capability::{
+    ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, WaitCondition,
+    WaitOutcome,
+};
+use crate::domain::diff::field_changes;
+use crate::domain::redact::redact_changes;
+use crate::domain::{ChangeAction, ObjectChange, report_progress};
+
+/// Namespaced objects that name no namespace go here, as with kubectl and no context namespace.
+const DEFAULT_NAMESPACE: &str = "default";
+/// How long applied CRDs get to become Established before their custom resources are applied.
+const CRD_ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+fn is_namespace(r: &ObjectRef) -> bool {
+    r.api_version == "v1" && r.kind == "Namespace"
+}
+
+fn is_crd(r: &ObjectRef) -> bool {
+    r.group() == "apiextensions.k8s.io" && r.kind == "CustomResourceDefinition"
+}
+
+impl K8sTopology {
+    fn api(
+        &self,
+        kind: &ResolvedKind,
+        namespace: Option<&str>,
+    ) -> Result<Api<DynamicObject>, CapabilityError> {
+        let client = self.connection()?.client.clone();
+        Ok(if kind.namespaced {
+            Api::namespaced_with(
+                client,
+                namespace.unwrap_or(DEFAULT_NAMESPACE),
+                &kind.resource,
+            )
+        } else {
+            Api::all_with(client, &kind.resource)
+        })
+    }
+
+    async fn api_for(&self, r: &ObjectRef) -> Result<Api<DynamicObject>, CapabilityError> {
+        let conn = self.connection()?;
+        let kind = self.kinds.resolve(&conn.client, &conn.server, r).await?;
+        self.api(&kind, r.namespace.as_deref())
+    }
+
+    fn server(&self) -> String {
+        self.connection()
+            .map(|c| c.server.clone())
+            .unwrap_or_default()
+    }
+
+    /// Server-side applies one object (dry-run in plan mode) and classifies the change.
+    async fn apply_one(
+        &self,
+        object: &K8sObject,
+        force: bool,
+    ) -> Result<ObjectChange, CapabilityError> {
+        let r = object.reference();
+        let api = self.api_for(r).await?;
+        let server = self.server();
+        let before = api.get_opt(&r.name).await.map_err(|e| map(r, &server, e))?;
+        let mut params = PatchParams::apply(FIELD_MANAGER);
+        params.force = force;
+        params.dry_run = self.dry_run();
+        let after = api
+            .patch(&r.name, &params, &Patch::Apply(object.value()))
+            .await
+            .map_err(|e| map(r, &server, e))?;
+        let after = comparable(&serde_json::to_value(after).unwrap_or(Value::Null));
+        let (action, diff) = match before {
+            None => (ChangeAction::Create, Vec::new()),
+            Some(b) => {
+                let before = comparable(&serde_json::to_value(b).unwrap_or(Value::Null));
+                let diff = redact_changes(object.is_secret(), field_changes(&before, &after));
+                if diff.is_empty() {
+                    (ChangeAction::Unchanged, diff)
+                } else {
+                    (ChangeAction::Update, diff)
+                }
+            }
+        };
+        Ok(ObjectChange {
+            object: r.to_string(),
+            action,
+            location: Some(server),
+            diff,
+        })
+    }
+
+    /// Applies one phase concurrently (bounded), keeping input order in the result.
+    async fn apply_phase(
+        &self,
+        objects: &[&K8sObject],
+        force: bool,
+        done: &mut Vec<ObjectChange>,
+    ) -> Result<(), CapabilityError> {
+        // Boxed up front: a closure inside the stream trips async-trait's higher-ranked lifetimes.
+        let jobs: Vec<BoxFuture<'_, (usize, Result<ObjectChange, CapabilityError>)>> = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let o: &K8sObject = o;
+                async move { (i, self.apply_one(o, force).await) }.boxed()
+            })
+            .collect();
+        let results: Vec<(usize, Result<ObjectChange, CapabilityError>)> = stream::iter(jobs)
+            .buffer_unordered(self.concurrency())
+            .collect()
+            .await;
+        let mut ordered: Vec<Option<Result<ObjectChange, CapabilityError>>> =
+            (0..objects.len()).map(|_| None).collect();
+        for (i, r) in results {
+            ordered[i] = Some(r);
+        }
+        let mut first_error = None;
+        for r in ordered.into_iter().flatten() {
+            match r {
+                Ok(c) => done.push(c),
+                Err(e) if first_error.is_none() => first_error = Some(e),
+                Err(_) => {}
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Namespaces used by `objects` that are neither declared nor present: created first.
+    async fn implicit_namespaces(
+        &self,
+        objects: &[K8sObject],
+    ) -> Result<Vec<K8sObject>, CapabilityError> {
+        let declared: BTreeSet<&str> = objects
+            .iter()
+            .map(K8sObject::reference)
+            .filter(|r| is_namespace(r))
+            .map(|r| r.name.as_str())
+            .collect();
+        let used: BTreeSet<&str> = objects
+            .iter()
+            .filter_map(|o| o.reference().namespace.as_deref())
+            .filter(|ns| !declared.contains(ns))
+            .collect();
+        let mut missing = Vec::new();
+        for ns in used {
+            let object = K8sObject::new(
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )?;
+            if self.get(object.reference()).await?.is_none() {
+                missing.push(object);
+            }
+        }
+        Ok(missing)
+    }
+
+    async fn wait_established(&self, crds: &[&K8sObject]) -> Result<(), CapabilityError> {
+        for crd in crds {
+            self.wait_for(
+                crd.reference(),
+                &WaitCondition::condition("Established"),
+                CRD_ESTABLISH_TIMEOUT,
+            )
+            .await?;
+        }
+        self.kinds.clear().await;
+        Ok(())
+    }
+    /// Applies without ownership bookkeeping: namespaces, then CRDs (awaited), then the rest.
+    async fn apply_plain(
+        &self,
+        objects: &[K8sObject],
+        force: bool,
+    ) -> Result<Vec<ObjectChange>, ApplyFailure> {
+        let mut done = Vec::with_capacity(objects.len());
+        let fail = |done: Vec<ObjectChange>, error| ApplyFailure {
+            applied: done,
+            error,
+        };
+        let implicit = match self.implicit_namespaces(objects).await {
+            Ok(n) => n,
+            Err(e) => return Err(fail(done, e)),
+        };
+        let namespaces: Vec<&K8sObject> = implicit
+            .iter()
+            .chain(objects.iter().filter(|o| is_namespace(o.reference())))
+            .collect();
+        let crds: Vec<&K8sObject> = objects.iter().filter(|o| is_crd(o.reference())).collect();
+        let mut rest: Vec<&K8sObject> = objects
+            .iter()
+            .filter(|o| !is_namespace(o.reference()) && !is_crd(o.reference()))
+            .collect();
+        if let Err(e) = self.apply_phase(&namespaces, force, &mut done).await {
+            return Err(fail(done, e));
+        }
+        if self.dry_run() {
+            // A dry run cannot create a namespace, and the server refuses to dry-run objects
+            // inside one that does not exist: those objects are planned as creates unvalidated.
+            let pending: BTreeSet<&str> = namespaces
+                .iter()
+                .zip(&done)
+                .filter(|(_, c)| c.action == ChangeAction::Create)
+                .map(|(n, _)| n.reference().name.as_str())
+                .collect();
+            let server = self.server();
+            rest.retain(|o| {
+                let inside = o
+                    .reference()
+                    .namespace
+                    .as_deref()
+                    .is_some_and(|ns| pending.contains(ns));
+                if inside {
+                    done.push(ObjectChange {
+                        object: o.reference().to_string(),
+                        action: ChangeAction::Create,
+                        location: Some(format!(
+                            "{server} (namespace not created yet: not validated by the server)"
+                        )),
+                        diff: Vec::new(),
+                    });
+                }
+                !inside
+            });
+        }
+        if !crds.is_empty() {
+            if let Err(e) = self.apply_phase(&crds, force, &mut done).await {
+                return Err(fail(done, e));
+            }
+            if !self.dry_run()
+                && let Err(e) = self.wait_established(&crds).await
+            {
+                return Err(fail(done, e));
+            }
+        }
+        report_progress(format!(
+            "{} namespace(s) and CRD(s) ready, applying {} object(s)",
+            done.len(),
+            rest.len()
+        ));
+        if let Err(e) = self.apply_phase(&rest, force, &mut done).await {
+            return Err(fail(done, e));
+        }
+        Ok(done)
+    }
+
+    /// Applies as `owner`: parent record first (superset of kinds), members labelled, then
+    /// prune (with `--prune`) and shrink the record to what is declared now.
+    async fn apply_owned(
+        &self,
+        owner: &str,
+        objects: &[K8sObject],
+        force: bool,
+    ) -> Result<Vec<ObjectChange>, ApplyFailure> {
+        let fail = |applied, error| ApplyFailure { applied, error };
+        let set = ApplySet::for_owner(owner);
+        let members: Vec<K8sObject> = objects.iter().map(|o| set.label(o)).collect();
+        let current = Contents::of(&members);
+        let previous = match self.get(&set.parent).await {
+            Ok(p) => Contents::from_parent(p.as_ref()),
+            Err(e) => return Err(fail(Vec::new(), e)),
+        };
+        // Recording every kind that may hold members before touching them means an
+        // interrupted run can still find and prune them later.
+        let superset = previous.union(&current);
+        let parent = set
+            .parent_object(owner, &superset)
+            .map_err(|e| fail(Vec::new(), e))?;
+        let mut done = self.apply_plain(&[parent], force).await?;
+        if let Err(f) = self
+            .apply_plain(&members, force)
+            .await
+            .map(|c| done.extend(c))
+        {
+            return Err(fail([done, f.applied].concat(), f.error));
+        }
+        if !self.prune_enabled() {
+            return Ok(done);
+        }
+        let keep: BTreeSet<MemberKey> = members.iter().map(|m| member_key(m.reference())).collect();
+        match self.prune(&set, &superset, &keep).await {
+            Ok(deleted) => done.extend(deleted),
+            Err(e) => return Err(fail(done, e)),
+        }
+        if superset != current {
+            let parent = set
+                .parent_object(owner, &current)
+                .map_err(|e| fail(Vec::new(), e))?;
+            if let Err(f) = self
+                .apply_plain(&[parent], force)
+                .await
+                .map(|c| done.extend(c))
+            {
+                return Err(fail([done, f.applied].concat(), f.error));
+            }
+        }
+        Ok(done)
+    }
+
+    /// Deletes objects labelled as members of `set`, in the kinds and namespaces it recorded,
+    /// that are not in `keep`. Only objects carrying the set's label are ever listed.
+    async fn prune(
+        &self,
+        set: &ApplySet,
+        scope: &Contents,
+        keep: &BTreeSet<MemberKey>,
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        let conn = self.connection()?;
+        let selector = format!("{PART_OF}={}", set.id);
+        let mut deleted = Vec::new();
+        for gk in &scope.group_kinds {
+            let (group, kind) = split_group_kind(gk);
+            // A kind the server no longer serves cannot hold members any more.
+            let Some((resource, caps)) = kube::discovery::group(&conn.client, group)
+                .await
+                .ok()
+                .and_then(|g| g.recommended_kind(kind))
+            else {
+                continue;
+            };
+            let apis: Vec<Api<DynamicObject>> = if caps.scope == Scope::Namespaced {
+                scope
+                    .namespaces
+                    .iter()
+                    .map(|ns| Api::namespaced_with(conn.client.clone(), ns, &resource))
+                    .collect()
+            } else {
+                vec![Api::all_with(conn.client.clone(), &resource)]
+            };
+            for api in apis {
+                let listed = api
+                    .list(&ListParams::default().labels(&selector))
+                    .await
+                    .map_err(|e| CapabilityError::Unreachable {
+                        server: conn.server.clone(),
+                        reason: format!("listing {gk} owned by {}: {e}", set.parent.name),
+                    })?;
+                for item in listed {
+                    let r = ObjectRef {
+                        api_version: resource.api_version.clone(),
+                        kind: kind.to_string(),
+                        namespace: item.metadata.namespace.clone(),
+                        name: item.metadata.name.clone().unwrap_or_default(),
+                    };
+                    if keep.contains(&member_key(&r)) {
+                        continue;
+                    }
+                    report_progress(format!("pruning {r}"));
+                    deleted.push(self.delete(&r).await?);
+                }
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+/// Identity of a member regardless of API version: group, kind, namespace, name.
+type MemberKey = (String, String, Option<String>, String);
+
+fn member_key(r: &ObjectRef) -> MemberKey {
+    (
+        r.group().to_string(),
+        r.kind.clone(),
+        r.namespace.clone(),
+        r.name.clone(),
+    )
+}
+
+fn condition_status(object: &Value, condition_type: &str) -> Option<String> {
+    object
+        .pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(condition_type))
+        .and_then(|c| c.get("status").and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+fn describe_conditions(object: &Value) -> String {
+    let conditions: Vec<String> = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    let field =
+                        |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
+                    format!(
+                        "{}={} ({})",
+                        field("type"),
+                        field("status"),
+                        field("reason")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if conditions.is_empty() {
+        "no conditions yet".into()
+    } else {
+        conditions.join(", ")
+    }
+}
+
+#[async_trait]
+impl K8sClient for K8sTopology {
+    async fn apply(
+        &self,
+        objects: &[K8sObject],
+        options: &ApplyOptions,
+    ) -> Result<Vec<ObjectChange>, ApplyFailure> {
+        let force = options.force_conflicts || self.force_all();
+        match &options.owner {
+            None => self.apply_plain(objects, force).await,
+            Some(owner) => self.apply_owned(owner, objects, force).await,
+        }
+    }
+
+    async fn get(&self, object: &ObjectRef) -> Result<Option<K8sObject>, CapabilityError> {
+        let api = self.api_for(object).await?;
+        let found = api
+            .get_opt(&object.name)
+            .await
+            .map_err(|e| map(object, &self.server(), e))?;
+        match found {
+            None => Ok(None),
+            Some(o) => K8sObject::new(serde_json::to_value(o).map_err(|e| {
+                CapabilityError::InvalidObject {
+                    object: object.to_string(),
+                    problem: e.to_string(),
+                }
+            })?)
+            .map(Some),
+        }
+    }
+
+    async fn delete(&self, object: &ObjectRef) -> Result<ObjectChange, CapabilityError> {
+        let api = self.api_for(object).await?;
+        let server = self.server();
+        let params = DeleteParams {
+            dry_run: self.dry_run(),
+            ..DeleteParams::background()
+        };
+        let action = match api.delete(&object.name, &params).await {
+            Ok(_) => ChangeAction::Delete,
+            Err(kube::Error::Api(s)) if s.code == 404 => ChangeAction::Unchanged,
+            Err(e) => return Err(map(object, &server, e)),
+        };
+        Ok(ObjectChange {
+            object: object.to_string(),
+            action,
+            location: Some(server),
+            diff: Vec::new(),
+        })
+    }
+
+    async fn wait_for(
+        &self,
+        object: &ObjectRef,
+        condition: &WaitCondition,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, CapabilityError> {
+        let started = Instant::now();
+        loop {
+            // A wait rides out transient API errors (as kubectl wait does) and reports the last one.
+            let current = match self.get(object).await {
+                Ok(c) => Ok(c),
+                Err(e @ CapabilityError::Unreachable { .. })
+                | Err(e @ CapabilityError::Rejected { .. }) => Err(e.to_string()),
+                Err(e) => return Err(e),
+            };
+            let last_seen = match &current {
+                Err(e) => format!("error: {e}"),
+                Ok(c) => match (c, condition) {
+                    (Some(_), WaitCondition::Exists) | (None, WaitCondition::Deleted) => {
+                        return Ok(WaitOutcome::Satisfied);
+                    }
+                    (Some(_), WaitCondition::Deleted) => "still exists".to_string(),
+                    (None, _) => "does not exist".to_string(),
+                    (
+                        Some(o),
+                        WaitCondition::Condition {
+                            condition_type,
+                            status,
+                        },
+                    ) => {
+                        if condition_status(o.value(), condition_type).as_deref()
+                            == Some(status.as_str())
+                        {
+                            return Ok(WaitOutcome::Satisfied);
+                        }
+                        describe_conditions(o.value())
+                    }
+                },
+            };
+            if started.elapsed() >= timeout {
+                return Err(CapabilityError::Timeout {
+                    waited_for: format!("{condition} on {object}"),
+                    after: timeout,
+                    last_seen,
+                });
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+}

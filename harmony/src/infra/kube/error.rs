@@ -1,0 +1,68 @@
+use kube::Error;
+
+use crate::domain::capability::{CapabilityError, ObjectRef};
+
+/// Maps a kube-rs error on `object` to a capability error naming the object and the server.
+pub(super) fn map(object: &ObjectRef, server: &str, e: Error) -> CapabilityError {
+    match e {
+        Error::Api(status)
+            if status.code == 409
+                && status.reason == "Conflict"
+                && status.message.contains("conflict") =>
+        {
+            CapabilityError::Conflict {
+                object: object.to_string(),
+                manager: conflicting_manager(&status.message)
+                    .unwrap_or_else(|| "another field manager".into()),
+                fields: conflicting_fields(&status.message),
+            }
+        }
+        Error::Api(status) => CapabilityError::Rejected {
+            object: object.to_string(),
+            server: server.to_string(),
+            message: format!("{} ({} {})", status.message, status.code, status.reason),
+        },
+        other => CapabilityError::Unreachable {
+            server: server.to_string(),
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// The first quoted manager in `Apply failed with 1 conflict: conflict with "kubectl" using v1: .data.a`.
+fn conflicting_manager(message: &str) -> Option<String> {
+    let rest = &message[message.find("with \"")? + 6..];
+    Some(rest[..rest.find('"')?].to_string())
+}
+
+/// The field paths of the conflict message, comma-separated.
+fn conflicting_fields(message: &str) -> String {
+    let fields: Vec<&str> = message
+        .split(['\n', ' '])
+        .map(|t| t.trim_start_matches("- "))
+        .filter(|t| t.starts_with('.'))
+        .collect();
+    if fields.is_empty() {
+        "unknown fields".into()
+    } else {
+        fields.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_conflicts() {
+        let one = "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using v1: .data.a";
+        assert_eq!(
+            conflicting_manager(one).as_deref(),
+            Some("kubectl-client-side-apply")
+        );
+        assert_eq!(conflicting_fields(one), ".data.a");
+        let two = "Apply failed with 2 conflicts: conflicts with \"other\" using v1:\n- .data.a\n- .data.b";
+        assert_eq!(conflicting_manager(two).as_deref(), Some("other"));
+        assert_eq!(conflicting_fields(two), ".data.a, .data.b");
+    }
+}

@@ -1,0 +1,180 @@
+use async_trait::async_trait;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::OnceCell;
+
+use super::resolve::KindCache;
+use crate::domain::{ExecutionMode, PreparationError, PreparationOutcome, RunContext, Topology};
+
+/// The field manager every server-side apply from Harmony uses.
+pub const FIELD_MANAGER: &str = "harmony";
+
+/// How long `ensure_ready` may take to reach the API server before failing.
+const READY_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Where the cluster's credentials come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KubeTarget {
+    /// `KUBECONFIG` / `~/.kube/config`, else the in-cluster service account.
+    Infer,
+    /// A kubeconfig file (or the default one when `None`) and optionally a named context.
+    Kubeconfig {
+        /// The file; `None` means `KUBECONFIG` or `~/.kube/config`.
+        path: Option<PathBuf>,
+        /// The context; `None` means the file's current context.
+        context: Option<String>,
+    },
+    /// The pod's service account.
+    InCluster,
+}
+
+/// A live Kubernetes cluster reached directly (kubeconfig or in-cluster).
+pub struct K8sTopology {
+    name: String,
+    target: KubeTarget,
+    plan: bool,
+    prune: bool,
+    force_conflicts: bool,
+    concurrency: usize,
+    pub(super) connection: OnceCell<Connection>,
+    pub(super) kinds: KindCache,
+}
+
+/// A client and the server URL it talks to (for messages).
+pub(super) struct Connection {
+    pub client: Client,
+    pub server: String,
+}
+
+impl K8sTopology {
+    /// A topology named `name` for `target`; nothing is contacted until `ensure_ready`.
+    pub fn new(name: impl Into<String>, target: KubeTarget, ctx: &RunContext) -> Self {
+        Self {
+            name: name.into(),
+            target,
+            plan: ctx.plan,
+            prune: ctx.prune,
+            force_conflicts: ctx.force_conflicts,
+            concurrency: 16,
+            connection: OnceCell::new(),
+            kinds: KindCache::default(),
+        }
+    }
+
+    /// Sets how many objects are applied at once (default 16).
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.max(1);
+        self
+    }
+
+    pub(super) fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    pub(super) fn prune_enabled(&self) -> bool {
+        self.prune
+    }
+
+    /// Whether the operator asked to take over conflicting fields for every apply.
+    pub(super) fn force_all(&self) -> bool {
+        self.force_conflicts
+    }
+
+    pub(super) fn dry_run(&self) -> bool {
+        self.plan
+    }
+
+    pub(super) fn connection(
+        &self,
+    ) -> Result<&Connection, crate::domain::capability::CapabilityError> {
+        self.connection.get().ok_or_else(|| {
+            crate::domain::capability::CapabilityError::Unsupported {
+                what: "a Kubernetes call before ensure_ready".into(),
+                backend: format!("topology {}", self.name),
+                reason: "run Scores through the Maestro, which prepares the topology first".into(),
+            }
+        })
+    }
+
+    async fn load_config(&self) -> Result<Config, String> {
+        let mut config = match &self.target {
+            KubeTarget::Infer => Config::infer().await.map_err(|e| {
+                format!("no kubeconfig (KUBECONFIG or ~/.kube/config) and not in a cluster: {e}")
+            })?,
+            KubeTarget::InCluster => {
+                Config::incluster().map_err(|e| format!("in-cluster configuration: {e}"))?
+            }
+            KubeTarget::Kubeconfig { path, context } => {
+                let options = KubeConfigOptions {
+                    context: context.clone(),
+                    ..Default::default()
+                };
+                match path {
+                    Some(p) => {
+                        let kc = Kubeconfig::read_from(p)
+                            .map_err(|e| format!("kubeconfig {}: {e}", p.display()))?;
+                        Config::from_custom_kubeconfig(kc, &options)
+                            .await
+                            .map_err(|e| {
+                                format!("kubeconfig {} context {:?}: {e}", p.display(), context)
+                            })?
+                    }
+                    None => Config::from_kubeconfig(&options)
+                        .await
+                        .map_err(|e| format!("default kubeconfig context {context:?}: {e}"))?,
+                }
+            }
+        };
+        config.connect_timeout = Some(Duration::from_secs(5));
+        config.read_timeout = Some(Duration::from_secs(60));
+        Ok(config)
+    }
+}
+
+#[async_trait]
+impl Topology for K8sTopology {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn mode(&self) -> ExecutionMode {
+        if self.plan {
+            ExecutionMode::Plan
+        } else {
+            ExecutionMode::Apply
+        }
+    }
+
+    async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError> {
+        let fail = |reason: String| PreparationError {
+            topology: self.name.clone(),
+            reason,
+        };
+        let config = self.load_config().await.map_err(fail)?;
+        let server = config.cluster_url.to_string();
+        let client = Client::try_from(config)
+            .map_err(|e| fail(format!("cannot build a client for {server}: {e}")))?;
+        let info = match tokio::time::timeout(READY_TIMEOUT, client.apiserver_version()).await {
+            Ok(Ok(info)) => info,
+            Ok(Err(e)) => return Err(fail(format!("cannot reach API server {server}: {e}"))),
+            Err(_) => {
+                return Err(fail(format!(
+                    "cannot reach API server {server}: no answer within {}s",
+                    READY_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        let minor: u32 = info.minor.trim_end_matches('+').parse().unwrap_or(0);
+        if info.major != "1" || minor < 22 {
+            return Err(fail(format!(
+                "API server {server} runs Kubernetes {}; server-side apply needs 1.22 or newer",
+                info.git_version
+            )));
+        }
+        let message = format!("connected to {server} (Kubernetes {})", info.git_version);
+        let _ = self.connection.set(Connection { client, server });
+        Ok(PreparationOutcome::Success(message))
+    }
+}

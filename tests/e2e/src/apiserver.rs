@@ -1,0 +1,197 @@
+//! Starts real kube-apiserver processes (embedded etcd) from the `tests/kube-fixture` binary.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use harmony::domain::RunContext;
+use harmony::infra::kube::{K8sTopology, KubeTarget};
+
+/// How long a fixture may take from spawn to a written kubeconfig (cold etcd + apiserver).
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The `../shared/crds` folder next to the repository.
+pub fn shared_crds_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/crds")
+}
+
+/// One running API server with its own data dir and port; stopped on drop.
+pub struct ApiServer {
+    child: Child,
+    dir: tempfile::TempDir,
+    port: u16,
+    binary: PathBuf,
+}
+
+impl ApiServer {
+    /// The fixture binary: `$HARMONY_KUBE_FIXTURE`, else the build script's default location.
+    pub fn binary() -> Result<PathBuf, String> {
+        let path = match std::env::var_os("HARMONY_KUBE_FIXTURE") {
+            Some(p) => PathBuf::from(p),
+            None => {
+                let home = std::env::var_os("HOME").ok_or("HOME is not set")?;
+                PathBuf::from(home).join(".cache/harmony/kube-fixture/bin/kube-fixture")
+            }
+        };
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!(
+                "kube-apiserver fixture not found at {}; build it with `bash tests/kube-fixture/build.sh` (tests/run.sh does this) or set HARMONY_KUBE_FIXTURE",
+                path.display()
+            ))
+        }
+    }
+
+    /// Starts a fresh API server and waits until it is ready.
+    pub fn start() -> Result<Self, String> {
+        let binary = Self::binary()?;
+        let dir = tempfile::Builder::new()
+            .prefix("harmony-apiserver-")
+            .tempdir()
+            .map_err(|e| format!("temp dir: {e}"))?;
+        let port = free_port()?;
+        let log =
+            std::fs::File::create(dir.path().join("fixture.log")).map_err(|e| e.to_string())?;
+        let log_err = log.try_clone().map_err(|e| e.to_string())?;
+        let child = Command::new(&binary)
+            .arg("serve")
+            .arg("--dir")
+            .arg(dir.path().join("data"))
+            .arg("--port")
+            .arg(port.to_string())
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        let mut server = Self {
+            child,
+            dir,
+            port,
+            binary,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        while !self.kubeconfig().is_file() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!(
+                    "fixture exited with {status} before it was ready:\n{}",
+                    self.log_tail()
+                ));
+            }
+            if started.elapsed() > START_TIMEOUT {
+                return Err(format!(
+                    "fixture not ready after {START_TIMEOUT:?}:\n{}",
+                    self.log_tail()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
+    /// The last lines of the fixture's log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join("fixture.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// The admin kubeconfig the fixture wrote.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("data/kubeconfig")
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// A `K8sTopology` for this server.
+    pub fn topology(&self, name: &str, ctx: &RunContext) -> K8sTopology {
+        let target = KubeTarget::Kubeconfig {
+            path: Some(self.kubeconfig()),
+            context: None,
+        };
+        K8sTopology::new(name, target, ctx)
+    }
+
+    /// Runs the fixture's kubectl (same Kubernetes module set) against this server.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new(&self.binary)
+            .arg("kubectl")
+            .args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"))
+    }
+
+    /// Installs the real CRDs from `../shared/crds` and waits until they are Established.
+    pub fn install_shared_crds(&self) -> Result<(), String> {
+        let dir = shared_crds_dir();
+        let files = [
+            "postgresql.cnpg.io_clusters.yaml",
+            "route.openshift.io_routes.yaml",
+        ];
+        for f in files {
+            let path = dir.join(f);
+            let out = self.kubectl(&["apply", "--server-side", "-f", &path.display().to_string()]);
+            if !out.status.success() {
+                return Err(format!(
+                    "installing {}: {}",
+                    path.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        let out = self.kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/clusters.postgresql.cnpg.io",
+            "crd/routes.route.openshift.io",
+        ]);
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "CRDs not established: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        // SIGTERM lets etcd close cleanly; SIGKILL only if it does not stop in time.
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port: {e}"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())
+}
