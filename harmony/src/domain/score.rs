@@ -23,6 +23,12 @@ pub trait Score<T: Topology>: Debug + Send + Sync {
     fn validate(&self) -> Result<(), ValidationError> {
         Ok(())
     }
+
+    /// Checks the parameters against the topology they will run on (named sites exist, ...),
+    /// after `validate` and still before anything runs. Must not contact any backend.
+    fn validate_on(&self, _topology: &T) -> Result<(), ValidationError> {
+        Ok(())
+    }
 }
 
 /// A parameter is wrong: which field, what is wrong with it, and how to fix it.

@@ -1,10 +1,17 @@
 //! Capabilities: traits a Topology implements and Scores require as bounds.
 
 pub mod k8s;
+pub mod postgresql;
+pub mod sites;
 
 pub use k8s::{
     ApplyFailure, ApplyOptions, K8sClient, K8sObject, ObjectRef, WaitCondition, WaitOutcome,
 };
+pub use postgresql::{
+    ComputeResources, CredentialsLookup, PostgreSQL, PostgresCluster, PrimaryExposure,
+    ReplicationCredentials, ReplicationSource, SecretBytes,
+};
+pub use sites::MultiSite;
 
 use std::time::Duration;
 
@@ -28,6 +35,18 @@ pub enum CapabilityError {
         server: String,
         /// The backend's own message (field paths included).
         message: String,
+    },
+    /// The backend does not serve this kind (its CRD or API is not installed).
+    #[error(
+        "{server} has no kind {kind} in {api_version}; install its CustomResourceDefinition first or fix apiVersion/kind"
+    )]
+    UnknownKind {
+        /// The kind (`Route`).
+        kind: String,
+        /// The apiVersion asked for (`route.openshift.io/v1`).
+        api_version: String,
+        /// The server that was asked.
+        server: String,
     },
     /// Another field manager owns fields this apply would change.
     #[error(

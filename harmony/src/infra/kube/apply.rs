@@ -2,7 +2,9 @@ use async_trait::async_trait;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, ValidationDirective,
+};
 use kube::discovery::Scope;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -78,6 +80,9 @@ impl K8sTopology {
         let mut params = PatchParams::apply(FIELD_MANAGER);
         params.force = force;
         params.dry_run = self.dry_run();
+        // As kubectl does by default: a misspelt or unknown field is an error naming it, not
+        // something the server silently drops.
+        params.field_validation = Some(ValidationDirective::Strict);
         let after = api
             .patch(&r.name, &params, &Patch::Apply(object.value()))
             .await

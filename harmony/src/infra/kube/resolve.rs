@@ -5,6 +5,14 @@ use tokio::sync::Mutex;
 
 use crate::domain::capability::{CapabilityError, ObjectRef};
 
+fn unknown(r: &ObjectRef, server: &str) -> CapabilityError {
+    CapabilityError::UnknownKind {
+        kind: r.kind.clone(),
+        api_version: r.api_version.clone(),
+        server: server.to_string(),
+    }
+}
+
 /// How to address one kind on the server.
 #[derive(Clone)]
 pub(super) struct ResolvedKind {
@@ -31,22 +39,13 @@ impl KindCache {
         }
         let gvk = GroupVersionKind::gvk(r.group(), r.version(), &r.kind);
         let (resource, caps): (ApiResource, ApiCapabilities) =
-            kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| match e {
-                kube::Error::Api(s) if s.code == 404 => CapabilityError::Rejected {
-                    object: r.to_string(),
-                    server: server.to_string(),
-                    message: format!(
-                        "the server has no kind {} in {}; install its CustomResourceDefinition first or fix apiVersion/kind",
-                        r.kind, r.api_version
-                    ),
-                },
-                kube::Error::Discovery(d) => CapabilityError::Rejected {
-                    object: r.to_string(),
-                    server: server.to_string(),
-                    message: format!("{d}; install its CustomResourceDefinition first or fix apiVersion/kind"),
-                },
-                other => super::error::map(r, server, other),
-            })?;
+            kube::discovery::pinned_kind(client, &gvk)
+                .await
+                .map_err(|e| match e {
+                    kube::Error::Api(s) if s.code == 404 => unknown(r, server),
+                    kube::Error::Discovery(_) => unknown(r, server),
+                    other => super::error::map(r, server, other),
+                })?;
         let resolved = ResolvedKind {
             resource,
             namespaced: caps.scope == Scope::Namespaced,

@@ -1,0 +1,162 @@
+//! The example as a user runs it: a real process, no terminal, render mode; golden files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn run(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_example-multisite-postgres"))
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output()
+        .expect("example binary starts")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Every file under `root`, by path relative to it.
+fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, root, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+#[test]
+fn renders_both_sites_matching_the_golden_files_and_twice_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = run(dir.path(), &["--yes"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let out = dir.path().join("harmony-out");
+    let rendered = files(&out);
+    let names: Vec<&str> = rendered.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "site-newyork/kubernetes/namespaces/tenant-a/cluster.postgresql.cnpg.io_finance-db.yaml",
+            "site-paris/kubernetes/namespaces/tenant-a/cluster.postgresql.cnpg.io_finance-db.yaml",
+            "site-paris/kubernetes/namespaces/tenant-a/route.route.openshift.io_finance-db.yaml",
+        ]
+    );
+    for bytes in rendered.values() {
+        serde_yaml::from_slice::<serde_yaml::Value>(bytes).expect("rendered YAML parses");
+    }
+    let report = text(&first.stdout);
+    assert!(
+        report.contains("success   MultisitePostgreSQL tenant-a/finance-db"),
+        "{report}"
+    );
+    assert!(
+        report.contains("replication secrets not copied: render mode"),
+        "{report}"
+    );
+
+    // UPDATE_GOLDEN=1 rewrites the golden files after an intended change; review the diff.
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        let _ = std::fs::remove_dir_all(golden_dir());
+        for (rel, bytes) in &rendered {
+            let path = golden_dir().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap();
+        }
+    }
+    let golden = files(&golden_dir());
+    assert_eq!(
+        golden.keys().collect::<Vec<_>>(),
+        rendered.keys().collect::<Vec<_>>(),
+        "golden file set differs; run with UPDATE_GOLDEN=1 after an intended change"
+    );
+    for (rel, bytes) in &rendered {
+        assert_eq!(
+            text(&golden[rel]),
+            text(bytes),
+            "{rel} differs from tests/golden; run with UPDATE_GOLDEN=1 after an intended change"
+        );
+    }
+
+    let second = run(dir.path(), &["--yes", "--output", "json"]);
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    assert_eq!(
+        files(&out),
+        rendered,
+        "a second render must write identical bytes"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(
+        report["scores"][0]["name"],
+        "MultisitePostgreSQL tenant-a/finance-db"
+    );
+    assert_eq!(report["scores"][0]["status"], "noop");
+}
+
+#[test]
+fn version_15_over_a_passthrough_route_exits_2_with_the_reason_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["--yes", "--pg-version", "15"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    for needle in [
+        "invalid version",
+        "PostgreSQL 15",
+        "SNI",
+        "SSLRequest",
+        "version \"17\" or newer",
+        "sslnegotiation=direct",
+        "loadBalancer",
+        "nothing was applied",
+    ] {
+        assert!(err.contains(needle), "{needle:?} missing from:\n{err}");
+    }
+    assert!(
+        !dir.path().join("harmony-out").exists(),
+        "validation must fail before any file is written"
+    );
+}
+
+#[test]
+fn a_bad_version_flag_value_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["--yes", "--pg-version", "twelve"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("invalid version"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run(dir.path(), &["--yes", "--pg-version"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--pg-version needs a value"));
+}
+
+#[test]
+fn one_context_for_several_sites_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["--yes", "--context", "site-paris"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--context site-paris") && err.contains("--kubeconfig"),
+        "{err}"
+    );
+    assert!(!dir.path().join("harmony-out").exists());
+}

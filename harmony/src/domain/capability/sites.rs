@@ -1,0 +1,33 @@
+//! Multi-site topologies: a map of site name to the topology of that site.
+
+use super::super::score::ValidationError;
+use super::super::topology::Topology;
+
+/// A topology made of named sites, each a topology of its own (one Kubernetes cluster, say).
+pub trait MultiSite: Send + Sync {
+    /// The topology of one site.
+    type Site: Topology;
+
+    /// The site named `name`, if the topology has it.
+    fn site(&self, name: &str) -> Option<&Self::Site>;
+
+    /// Every site name, sorted.
+    fn site_names(&self) -> Vec<String>;
+
+    /// Fails naming `field` and listing the known sites when `name` is not one of them.
+    fn check_site(&self, field: &str, name: &str) -> Result<(), ValidationError> {
+        if self.site(name).is_some() {
+            return Ok(());
+        }
+        let known = self.site_names();
+        Err(ValidationError::new(
+            field,
+            format!("unknown site {name:?}"),
+            if known.is_empty() {
+                "add the site to the topology".to_string()
+            } else {
+                format!("use one of the topology's sites: {}", known.join(", "))
+            },
+        ))
+    }
+}

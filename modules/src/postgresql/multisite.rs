@@ -1,0 +1,471 @@
+//! `MultisitePostgreSQLScore`: a primary on one site, streaming replicas on others.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use harmony::domain::capability::{
+    CredentialsLookup, MultiSite, PostgreSQL, PostgresCluster, PrimaryExposure, ReplicationSource,
+};
+use harmony::domain::interpret::{Interpret, InterpretName};
+use harmony::domain::{
+    InterpretError, Inventory, ObjectChange, Outcome, Score, Topology, ValidationError,
+    report_progress,
+};
+use harmony::types::{Dns1123Label, HostName, Version};
+
+use super::spec::ClusterSpec;
+
+/// The first major version whose libpq can open TLS directly (`sslnegotiation=direct`), which
+/// an SNI-routed passthrough Route needs.
+pub const MIN_MAJOR_FOR_PASSTHROUGH: u32 = 17;
+
+/// The primary's site and the host name replicas reach it by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PrimarySite {
+    /// The site's name in the topology.
+    pub site: String,
+    /// The Route (or load balancer) host; derived from `appsDomain` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// The site's OpenShift apps domain; the Route host is then `<name>-<namespace>.<appsDomain>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apps_domain: Option<String>,
+}
+
+/// A site that runs a replica cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplicaSite {
+    /// The site's name in the topology.
+    pub site: String,
+}
+
+/// Which site runs the primary and which run replicas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SitesSpec {
+    /// The primary's site.
+    pub primary: PrimarySite,
+    /// One or more replica sites.
+    pub replicas: Vec<ReplicaSite>,
+}
+
+/// How replicas on other sites reach the primary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Exposure {
+    /// An OpenShift Route with TLS passthrough on 443 (PostgreSQL 17+).
+    #[default]
+    Route,
+    /// A Service of type LoadBalancer on 5432 (any version); `topology.primary.host` names it.
+    LoadBalancer,
+}
+
+/// A PostgreSQL cluster replicated across sites through CloudNativePG replica clusters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MultisitePostgreSQLScore {
+    /// The cluster's name on every site.
+    pub name: String,
+    /// Its namespace on every site.
+    pub namespace: String,
+    /// Version, size and resources, the same on every site.
+    #[serde(flatten)]
+    pub cluster: ClusterSpec,
+    /// Primary and replica sites.
+    pub topology: SitesSpec,
+    /// How the primary is exposed to the replicas.
+    #[serde(default)]
+    pub exposure: Exposure,
+    /// WAL the primary keeps for replicas, which stream without a replication slot.
+    #[serde(default = "default_wal_keep_size")]
+    pub wal_keep_size: String,
+    /// A server certificate of your own; refused, since the operator must add the Route host
+    /// to the certificate it issues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_tls_secret: Option<String>,
+    /// How long to wait for the operator to create the replication secrets on the primary.
+    #[serde(default = "default_credentials_timeout")]
+    pub credentials_timeout_seconds: u64,
+}
+
+fn default_wal_keep_size() -> String {
+    "2GB".into()
+}
+
+fn default_credentials_timeout() -> u64 {
+    300
+}
+
+/// Everything the Interpret needs, checked.
+struct Resolved {
+    primary_site: String,
+    replica_sites: Vec<String>,
+    primary: PostgresCluster,
+    replica: PostgresCluster,
+    source: ReplicationSource,
+    timeout: Duration,
+}
+
+impl MultisitePostgreSQLScore {
+    /// A PostgreSQL 17 cluster exposed through a passthrough Route with host `host` on
+    /// `primary_site`, replicated to each of `replica_sites`.
+    pub fn new(
+        name: impl Into<String>,
+        namespace: impl Into<String>,
+        storage: impl Into<String>,
+        primary_site: impl Into<String>,
+        host: impl Into<String>,
+        replica_sites: &[&str],
+    ) -> Self {
+        Self {
+            name: name.into(),
+            namespace: namespace.into(),
+            cluster: ClusterSpec::new(storage),
+            topology: SitesSpec {
+                primary: PrimarySite {
+                    site: primary_site.into(),
+                    host: Some(host.into()),
+                    apps_domain: None,
+                },
+                replicas: replica_sites
+                    .iter()
+                    .map(|s| ReplicaSite {
+                        site: s.to_string(),
+                    })
+                    .collect(),
+            },
+            exposure: Exposure::Route,
+            wal_keep_size: default_wal_keep_size(),
+            server_tls_secret: None,
+            credentials_timeout_seconds: default_credentials_timeout(),
+        }
+    }
+
+    fn host(&self) -> Result<HostName, ValidationError> {
+        let p = &self.topology.primary;
+        let (field, text) = match (&p.host, &p.apps_domain, self.exposure) {
+            (Some(h), _, _) => ("topology.primary.host", h.clone()),
+            (None, Some(d), Exposure::Route) => (
+                "topology.primary.appsDomain",
+                format!("{}-{}.{d}", self.name, self.namespace),
+            ),
+            (None, _, Exposure::Route) => {
+                return Err(ValidationError::new(
+                    "topology.primary.host",
+                    "neither host nor appsDomain is set",
+                    "give the Route host (topology.primary.host) or the site's apps domain (topology.primary.appsDomain)",
+                ));
+            }
+            (None, _, Exposure::LoadBalancer) => {
+                return Err(ValidationError::new(
+                    "topology.primary.host",
+                    "is not set",
+                    "give the DNS name that resolves to the primary's load balancer",
+                ));
+            }
+        };
+        if text.parse::<std::net::IpAddr>().is_ok() {
+            return Err(ValidationError::new(
+                field,
+                format!(
+                    "{text:?} is an IP address; verify-full checks the server certificate against a name, and a passthrough router routes by name (SNI)"
+                ),
+                "give the DNS name that resolves to the router or load balancer",
+            ));
+        }
+        HostName::parse(&text).map_err(|e| {
+            ValidationError::new(
+                field,
+                e.to_string(),
+                "use a DNS name such as \"finance-db-tenant-a.apps.paris.example.com\" (not an IP: verify-full checks the name)",
+            )
+        })
+    }
+
+    fn resolve(&self) -> Result<Resolved, ValidationError> {
+        let mut primary = self.cluster.resolve(&self.name, &self.namespace)?;
+        if self.exposure == Exposure::Route && primary.major_version < MIN_MAJOR_FOR_PASSTHROUGH {
+            return Err(ValidationError::new(
+                "version",
+                format!(
+                    "PostgreSQL {} cannot replicate through an OpenShift passthrough Route: the router chooses the backend by the TLS SNI, and libpq before 17 first sends a plain SSLRequest that carries no SNI, so the replica's connection can never be routed",
+                    primary.major_version
+                ),
+                "use version \"17\" or newer (replicas then connect with sslnegotiation=direct), or set exposure to \"loadBalancer\" to expose the primary through a LoadBalancer Service",
+            ));
+        }
+        let wal = &self.wal_keep_size;
+        let digits = wal.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        if digits.is_empty()
+            || !digits.chars().all(|c| c.is_ascii_digit())
+            || !["", "kB", "MB", "GB", "TB"].contains(&&wal[digits.len()..])
+            || digits.parse::<u64>().unwrap_or(0) == 0
+        {
+            return Err(ValidationError::new(
+                "walKeepSize",
+                format!("{wal:?} is not a positive PostgreSQL size"),
+                "write it as PostgreSQL does, such as \"2GB\" or \"512MB\" (units kB, MB, GB, TB)",
+            ));
+        }
+        if self.server_tls_secret.is_some() {
+            return Err(ValidationError::new(
+                "serverTlsSecret",
+                "the operator refuses serverAltDNSNames together with serverTLSSecret, and replicas need the Route host in the server certificate for verify-full",
+                "remove serverTlsSecret: the operator then issues (and rotates) a server certificate that includes the host",
+            ));
+        }
+        let primary_site = self.topology.primary.site.clone();
+        let site_label = Dns1123Label::parse(&primary_site).map_err(|e| {
+            ValidationError::new(
+                "topology.primary.site",
+                e.to_string(),
+                "name a site of the topology",
+            )
+        })?;
+        if self.topology.replicas.is_empty() {
+            return Err(ValidationError::new(
+                "topology.replicas",
+                "is empty",
+                "name at least one replica site (or use PostgreSQLScore for a single site)",
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        let mut replica_sites = Vec::new();
+        for (i, r) in self.topology.replicas.iter().enumerate() {
+            let field = format!("topology.replicas[{i}].site");
+            if r.site == primary_site {
+                return Err(ValidationError::new(
+                    field,
+                    format!("{:?} is also the primary's site", r.site),
+                    "put replicas on other sites than the primary (standbys on the primary's site come from instances)",
+                ));
+            }
+            if !seen.insert(r.site.clone()) {
+                return Err(ValidationError::new(
+                    field,
+                    format!("{:?} is listed twice", r.site),
+                    "list each replica site once",
+                ));
+            }
+            replica_sites.push(r.site.clone());
+        }
+        let host = self.host()?;
+        let exposure = match self.exposure {
+            Exposure::Route => PrimaryExposure::PassthroughRoute { host: host.clone() },
+            Exposure::LoadBalancer => PrimaryExposure::LoadBalancer { host: host.clone() },
+        };
+        let source_name = format!("{}-{site_label}", self.name);
+        let source = ReplicationSource {
+            name: Dns1123Label::parse(&source_name).map_err(|e| {
+                ValidationError::new(
+                    "topology.primary.site",
+                    format!("the replication source name {source_name:?} is invalid: {e}"),
+                    "shorten the cluster or site name (together at most 62 characters)",
+                )
+            })?,
+            primary: primary.name.clone(),
+            exposure,
+        };
+        primary.wal_keep_size = Some(wal.clone());
+        let replica = primary.clone();
+        primary.server_alt_dns_names = vec![host];
+        Ok(Resolved {
+            primary_site,
+            replica_sites,
+            primary,
+            replica,
+            source,
+            timeout: Duration::from_secs(self.credentials_timeout_seconds),
+        })
+    }
+}
+
+impl<T> Score<T> for MultisitePostgreSQLScore
+where
+    T: Topology + MultiSite + 'static,
+    T::Site: PostgreSQL,
+{
+    fn name(&self) -> String {
+        format!("MultisitePostgreSQL {}/{}", self.namespace, self.name)
+    }
+
+    fn create_interpret(&self) -> Box<dyn Interpret<T>> {
+        Box::new(self.clone())
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
+    fn validate(&self) -> Result<(), ValidationError> {
+        self.resolve().map(|_| ())
+    }
+
+    fn validate_on(&self, topology: &T) -> Result<(), ValidationError> {
+        topology.check_site("topology.primary.site", &self.topology.primary.site)?;
+        for (i, r) in self.topology.replicas.iter().enumerate() {
+            topology.check_site(&format!("topology.replicas[{i}].site"), &r.site)?;
+        }
+        Ok(())
+    }
+}
+
+/// The site named `name`; validation has checked it exists, so a miss is a changed topology.
+fn site<'a, T: MultiSite>(topology: &'a T, name: &str) -> Result<&'a T::Site, ValidationError> {
+    topology.site(name).ok_or_else(|| {
+        ValidationError::new(
+            "topology",
+            format!("site {name:?} disappeared during the run"),
+            "keep the topology's sites fixed while Scores run",
+        )
+    })
+}
+
+/// Prefixes each change's location with its site, so a report over several sites reads clearly.
+fn on_site(site: &str, changes: Vec<ObjectChange>) -> Vec<ObjectChange> {
+    changes
+        .into_iter()
+        .map(|mut c| {
+            c.location = Some(match c.location.take() {
+                Some(l) => format!("{site} @ {l}"),
+                None => site.to_string(),
+            });
+            c
+        })
+        .collect()
+}
+
+#[async_trait]
+impl<T> Interpret<T> for MultisitePostgreSQLScore
+where
+    T: Topology + MultiSite + 'static,
+    T::Site: PostgreSQL,
+{
+    fn name(&self) -> InterpretName {
+        InterpretName("MultisitePostgreSQL")
+    }
+
+    fn version(&self) -> Version {
+        Version::new(0, 1, 0)
+    }
+
+    async fn execute(&self, _: &Inventory, topology: &T) -> Result<Outcome, InterpretError> {
+        let r = self.resolve()?;
+        self.validate_on(topology)?;
+        let owner = Score::<T>::name(self);
+        let fail = |action: String, applied: &[ObjectChange], more: Vec<ObjectChange>, source| {
+            InterpretError::Capability {
+                action,
+                applied: [applied.to_vec(), more].concat(),
+                source,
+            }
+        };
+        let primary = site(topology, &r.primary_site)?;
+        let mut changes: Vec<ObjectChange> = Vec::new();
+
+        primary
+            .check_exposure(&r.primary, &r.source.exposure)
+            .await
+            .map_err(|e| {
+                fail(
+                    format!(
+                        "checking how site {} can expose the primary",
+                        r.primary_site
+                    ),
+                    &[],
+                    Vec::new(),
+                    e,
+                )
+            })?;
+
+        report_progress(format!("primary cluster on {}", r.primary_site));
+        let applied = primary
+            .apply_cluster(&r.primary, &format!("{owner} primary"))
+            .await
+            .map_err(|f| {
+                fail(
+                    format!("applying the primary on {}", r.primary_site),
+                    &changes,
+                    on_site(&r.primary_site, f.applied),
+                    f.error,
+                )
+            })?;
+        changes.extend(on_site(&r.primary_site, applied));
+        let applied = primary
+            .expose_primary(&r.primary, &r.source.exposure, &format!("{owner} exposure"))
+            .await
+            .map_err(|f| {
+                fail(
+                    format!("exposing the primary on {}", r.primary_site),
+                    &changes,
+                    on_site(&r.primary_site, f.applied),
+                    f.error,
+                )
+            })?;
+        changes.extend(on_site(&r.primary_site, applied));
+
+        let lookup = primary
+            .replication_credentials(&r.primary, r.timeout)
+            .await
+            .map_err(|e| {
+                fail(
+                    format!(
+                        "waiting on {} for the operator's replication secrets",
+                        r.primary_site
+                    ),
+                    &changes,
+                    Vec::new(),
+                    e,
+                )
+            })?;
+        let (credentials, note) = match lookup {
+            CredentialsLookup::Found(c) => (Some(c), None),
+            CredentialsLookup::NotObservable(why) => (None, Some(why)),
+        };
+
+        for name in &r.replica_sites {
+            report_progress(format!("replica cluster on {name}"));
+            let applied = site(topology, name)?
+                .apply_replica(
+                    &r.replica,
+                    &r.source,
+                    credentials.as_ref(),
+                    &format!("{owner} replica"),
+                )
+                .await
+                .map_err(|f| {
+                    fail(
+                        format!("applying the replica on {name}"),
+                        &changes,
+                        on_site(name, f.applied),
+                        f.error,
+                    )
+                })?;
+            changes.extend(on_site(name, applied));
+        }
+
+        let mut outcome = Outcome::from_changes(changes);
+        let exposure = &r.source.exposure;
+        outcome.details.push(format!(
+            "replicas on {} stream from {}:{} as streaming_replica (sslmode=verify-full{})",
+            r.replica_sites.join(", "),
+            exposure.host(),
+            exposure.port(),
+            if exposure.needs_direct_tls() {
+                ", sslnegotiation=direct"
+            } else {
+                ""
+            }
+        ));
+        if let Some(why) = note {
+            outcome
+                .details
+                .push(format!("replication secrets not copied: {why}"));
+        }
+        Ok(outcome)
+    }
+}
