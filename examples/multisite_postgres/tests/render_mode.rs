@@ -1,8 +1,9 @@
 //! The example as a user runs it: a real process, no terminal, render mode; golden files.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+use harmony_e2e::files::read_tree;
 
 fn run(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_example-multisite-postgres"))
@@ -17,27 +18,6 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Every file under `root`, by path relative to it.
-fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, root, out);
-            } else {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-                out.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
-}
-
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
@@ -48,7 +28,7 @@ fn renders_both_sites_matching_the_golden_files_and_twice_identically() {
     let first = run(dir.path(), &["--yes"]);
     assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
     let out = dir.path().join("harmony-out");
-    let rendered = files(&out);
+    let rendered = read_tree(&out);
     let names: Vec<&str> = rendered.keys().map(String::as_str).collect();
     assert_eq!(
         names,
@@ -80,7 +60,7 @@ fn renders_both_sites_matching_the_golden_files_and_twice_identically() {
             std::fs::write(path, bytes).unwrap();
         }
     }
-    let golden = files(&golden_dir());
+    let golden = read_tree(&golden_dir());
     assert_eq!(
         golden.keys().collect::<Vec<_>>(),
         rendered.keys().collect::<Vec<_>>(),
@@ -97,7 +77,7 @@ fn renders_both_sites_matching_the_golden_files_and_twice_identically() {
     let second = run(dir.path(), &["--yes", "--output", "json"]);
     assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
     assert_eq!(
-        files(&out),
+        read_tree(&out),
         rendered,
         "a second render must write identical bytes"
     );

@@ -3,14 +3,11 @@
 //! control-plane API server with the ServiceAccount, RBAC, ConfigMap and Secrets they use.
 //! Scores only need `K8sClient`; `SplitPlaneTopology` decides where each object goes.
 
-use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use harmony::domain::capability::{K8sClient, K8sObject};
-use harmony::domain::interpret::{Interpret, InterpretName};
-use harmony::domain::{InterpretError, Inventory, Outcome, Score, Topology, ValidationError};
-use harmony_modules::k8s::apply_objects;
-use harmony_types::Version;
+use harmony::domain::capability::K8sClient;
+use harmony::domain::{Score, Topology};
+use harmony_modules::k8s::K8sManifestsScore;
 
 /// Namespace of every namespaced object of the example.
 pub const NAMESPACE: &str = "widgets";
@@ -35,97 +32,13 @@ users:
     token: example-only-not-a-real-token
 ";
 
-/// Manifests of any kinds applied together, so placement sees a pod template and what it uses
-/// in one apply.
-#[derive(Debug, Clone)]
-pub struct ManifestsScore {
-    name: String,
-    manifests: Vec<Value>,
-}
-
-impl ManifestsScore {
-    /// A Score named `name` applying `manifests` in one apply.
-    pub fn new(name: impl Into<String>, manifests: Vec<Value>) -> Self {
-        Self {
-            name: name.into(),
-            manifests,
-        }
-    }
-
-    fn objects(&self) -> Result<Vec<K8sObject>, harmony::domain::capability::CapabilityError> {
-        self.manifests.iter().cloned().map(K8sObject::new).collect()
-    }
-}
-
-impl<T: Topology + K8sClient + 'static> Score<T> for ManifestsScore {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-
-    fn create_interpret(&self) -> Box<dyn Interpret<T>> {
-        Box::new(self.clone())
-    }
-
-    fn parameters(&self) -> Value {
-        let objects: Vec<Value> = match self.objects() {
-            Ok(o) => o.iter().map(K8sObject::redacted).collect(),
-            Err(e) => vec![Value::String(e.to_string())],
-        };
-        json!({ "objects": objects })
-    }
-
-    fn validate(&self) -> Result<(), ValidationError> {
-        if self.manifests.is_empty() {
-            return Err(ValidationError::new(
-                "manifests",
-                "is empty",
-                "give at least one manifest",
-            ));
-        }
-        for (i, m) in self.manifests.iter().enumerate() {
-            K8sObject::new(m.clone()).map_err(|e| {
-                ValidationError::new(
-                    format!("manifests[{i}]"),
-                    e.to_string(),
-                    "set apiVersion, kind and metadata.name",
-                )
-            })?;
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl<T: Topology + K8sClient + 'static> Interpret<T> for ManifestsScore {
-    fn name(&self) -> InterpretName {
-        InterpretName("Manifests")
-    }
-
-    fn version(&self) -> Version {
-        Version::parse(env!("CARGO_PKG_VERSION")).unwrap_or_else(|_| Version::new(0, 0, 0))
-    }
-
-    async fn execute(
-        &self,
-        _inventory: &Inventory,
-        topology: &T,
-    ) -> Result<Outcome, InterpretError> {
-        let objects = self.objects().map_err(|e| InterpretError::Capability {
-            action: format!("preparing {}", self.name),
-            applied: Vec::new(),
-            source: e,
-        })?;
-        apply_objects(topology, &self.name, &objects).await
-    }
-}
-
 fn meta(name: &str) -> Value {
     json!({"name": name, "namespace": NAMESPACE, "labels": {"app.kubernetes.io/part-of": "widgets"}})
 }
 
 /// The Widget API: its CRD (data plane, where custom resources are served).
-fn widget_api() -> ManifestsScore {
-    ManifestsScore::new(
+fn widget_api() -> K8sManifestsScore {
+    K8sManifestsScore::new(
         "Widget API",
         vec![json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -140,7 +53,7 @@ fn widget_api() -> ManifestsScore {
 }
 
 /// The controller, what it needs to run, and the widgets it manages.
-fn widget_platform() -> ManifestsScore {
+fn widget_platform() -> K8sManifestsScore {
     let controller = json!({
         "serviceAccountName": "widget-controller",
         "volumes": [
@@ -157,7 +70,7 @@ fn widget_platform() -> ManifestsScore {
             ]
         }]
     });
-    ManifestsScore::new(
+    K8sManifestsScore::new(
         "Widget platform",
         vec![
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),

@@ -1,8 +1,10 @@
 //! The example as a user runs it: a real process, no terminal on stdin, render mode.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+
+use harmony_e2e::files::read_tree;
 
 /// Secret values of the example: files hold them, the screen never does.
 const SECRETS: [&str; 4] = [
@@ -54,24 +56,6 @@ fn run(cwd: &Path, args: &[&str]) -> Output {
     out
 }
 
-/// Every file under `root`, by path relative to it.
-fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path.strip_prefix(root).unwrap().display().to_string();
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
-}
-
 fn expected_files() -> BTreeSet<String> {
     let under = |plane: &str, list: &[&str]| -> Vec<String> {
         list.iter()
@@ -96,7 +80,7 @@ fn renders_one_folder_per_plane_and_twice_gives_identical_bytes() {
         text(&first.stderr)
     );
     let out = dir.path().join("harmony-out");
-    let before = files(&out);
+    let before = read_tree(&out);
     assert_eq!(
         before.keys().cloned().collect::<BTreeSet<_>>(),
         expected_files()
@@ -129,7 +113,7 @@ fn renders_one_folder_per_plane_and_twice_gives_identical_bytes() {
 
     let second = run(dir.path(), &["--yes"]);
     assert_eq!(second.status.code(), Some(0));
-    assert_eq!(files(&out), before, "second run changed bytes");
+    assert_eq!(read_tree(&out), before, "second run changed bytes");
     let report = text(&second.stdout);
     for score in ["Widget API", "Widget platform"] {
         assert!(

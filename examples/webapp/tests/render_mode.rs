@@ -1,8 +1,9 @@
 //! The example as a user runs it: a real process, no terminal on stdin, render mode.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
+
+use harmony_e2e::files::read_tree;
 
 const PASSWORD: &str = "example-only-not-a-real-password";
 const SCORES: [&str; 5] = [
@@ -36,23 +37,6 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                let rel = path.strip_prefix(root).unwrap().display().to_string();
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn renders_without_prompting_and_twice_gives_identical_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -72,7 +56,7 @@ fn renders_without_prompting_and_twice_gives_identical_bytes() {
         );
     }
     let out = dir.path().join("harmony-out");
-    let before = files(&out);
+    let before = read_tree(&out);
     assert_eq!(before.len(), 5, "{:?}", before.keys());
     for (name, bytes) in &before {
         let doc: serde_yaml::Value =
@@ -90,7 +74,7 @@ fn renders_without_prompting_and_twice_gives_identical_bytes() {
 
     let second = run(dir.path(), &[]);
     assert_eq!(second.status.code(), Some(0));
-    assert_eq!(files(&out), before, "second run changed bytes");
+    assert_eq!(read_tree(&out), before, "second run changed bytes");
     let report = text(&second.stdout);
     for score in SCORES {
         assert!(

@@ -1,6 +1,7 @@
 //! Harness for end-to-end tests against real components started by the tests themselves.
 
 pub mod apiserver;
+pub mod files;
 pub mod pg_datapath;
 
 pub use apiserver::{ApiServer, shared_crds_dir};
