@@ -4,7 +4,10 @@
 use harmony::domain::{RunContext, Score, ValidationError};
 use harmony::infra::multi_site::MultiSiteTopology;
 use harmony::infra::render::RenderTopology;
-use harmony_modules::postgresql::{Exposure, MultisitePostgreSQLScore, ReplicaSite};
+use harmony_modules::postgresql::{
+    Exposure, MultisitePostgreSQL, MultisitePostgreSQLScore, PostgreSQLResource, ReplicaSite,
+};
+use kube::CustomResourceExt;
 
 type Sites = MultiSiteTopology<RenderTopology>;
 
@@ -46,7 +49,7 @@ fn the_classic_scenario_is_valid() {
 #[test]
 fn an_old_version_over_a_passthrough_route_explains_sni_and_both_ways_out() {
     let mut s = score();
-    s.cluster.version = "16".into();
+    s.spec.cluster.version = "16".into();
     let e = check(&s).unwrap_err();
     assert_eq!(e.field, "version");
     for needle in [
@@ -58,14 +61,14 @@ fn an_old_version_over_a_passthrough_route_explains_sni_and_both_ways_out() {
     ] {
         assert!(e.to_string().contains(needle), "{needle}: {e}");
     }
-    s.exposure = Exposure::LoadBalancer;
+    s.spec.exposure = Exposure::LoadBalancer;
     check(&s).unwrap();
 }
 
 #[test]
 fn unknown_sites_list_the_known_ones() {
     let mut s = score();
-    s.topology.replicas.push(ReplicaSite {
+    s.spec.topology.replicas.push(ReplicaSite {
         site: "site-berlin".into(),
     });
     let e = check(&s).unwrap_err();
@@ -75,47 +78,47 @@ fn unknown_sites_list_the_known_ones() {
         "{e}"
     );
     let mut s = score();
-    s.topology.primary.site = "site-rome".into();
+    s.spec.topology.primary.site = "site-rome".into();
     assert_eq!(check(&s).unwrap_err().field, "topology.primary.site");
 }
 
 #[test]
 fn replicas_must_be_other_distinct_sites() {
     let mut s = score();
-    s.topology.replicas[0].site = "site-paris".into();
+    s.spec.topology.replicas[0].site = "site-paris".into();
     let e = check(&s).unwrap_err();
     assert_eq!(e.field, "topology.replicas[0].site");
     assert!(e.problem.contains("also the primary"), "{e}");
     let mut s = score();
-    s.topology.replicas.push(ReplicaSite {
+    s.spec.topology.replicas.push(ReplicaSite {
         site: "site-newyork".into(),
     });
     assert!(check(&s).unwrap_err().problem.contains("twice"));
     let mut s = score();
-    s.topology.replicas.clear();
+    s.spec.topology.replicas.clear();
     assert_eq!(check(&s).unwrap_err().field, "topology.replicas");
 }
 
 #[test]
 fn hosts_are_given_or_derived_and_never_ips_or_garbage() {
     let mut s = score();
-    s.topology.primary.host = None;
+    s.spec.topology.primary.host = None;
     assert_eq!(check(&s).unwrap_err().field, "topology.primary.host");
-    s.topology.primary.apps_domain = Some("apps.paris.example.com".into());
+    s.spec.topology.primary.apps_domain = Some("apps.paris.example.com".into());
     check(&s).unwrap();
-    s.topology.primary.apps_domain = Some("apps..bad".into());
+    s.spec.topology.primary.apps_domain = Some("apps..bad".into());
     assert_eq!(check(&s).unwrap_err().field, "topology.primary.appsDomain");
     let mut s = score();
-    s.topology.primary.host = Some("not a host".into());
+    s.spec.topology.primary.host = Some("not a host".into());
     assert_eq!(check(&s).unwrap_err().field, "topology.primary.host");
     let mut s = score();
-    s.topology.primary.host = Some("10.1.2.3".into());
+    s.spec.topology.primary.host = Some("10.1.2.3".into());
     let e = check(&s).unwrap_err();
     assert!(e.problem.contains("IP address"), "{e}");
     let mut s = score();
-    s.exposure = Exposure::LoadBalancer;
-    s.topology.primary.host = None;
-    s.topology.primary.apps_domain = Some("apps.paris.example.com".into());
+    s.spec.exposure = Exposure::LoadBalancer;
+    s.spec.topology.primary.host = None;
+    s.spec.topology.primary.apps_domain = Some("apps.paris.example.com".into());
     let e = check(&s).unwrap_err();
     assert!(e.fix.contains("load balancer"), "{e}");
 }
@@ -127,40 +130,75 @@ fn quantities_names_wal_and_operator_rules_are_checked() {
         f(&mut s);
         check(&s).unwrap_err().field
     };
-    assert_eq!(field(|s| s.cluster.storage = "10 gigs".into()), "storage");
     assert_eq!(
-        field(|s| s.cluster.resources.requests.memory = Some("1GB".into())),
+        field(|s| s.spec.cluster.storage = "10 gigs".into()),
+        "storage"
+    );
+    assert_eq!(
+        field(|s| s.spec.cluster.resources.requests.memory = Some("1GB".into())),
         "resources.requests.memory"
     );
     assert_eq!(field(|s| s.name = "Finance_DB".into()), "name");
     assert_eq!(field(|s| s.namespace = "tenant a".into()), "namespace");
     assert_eq!(
-        field(|s| s.wal_keep_size = "2 gigabytes".into()),
+        field(|s| s.spec.wal_keep_size = "2 gigabytes".into()),
         "walKeepSize"
     );
-    assert_eq!(field(|s| s.wal_keep_size = "0".into()), "walKeepSize");
+    assert_eq!(field(|s| s.spec.wal_keep_size = "0".into()), "walKeepSize");
     assert_eq!(
-        field(|s| s.server_tls_secret = Some("my-cert".into())),
+        field(|s| s.spec.server_tls_secret = Some("my-cert".into())),
         "serverTlsSecret"
     );
-    assert_eq!(field(|s| s.cluster.version = "19".into()), "version");
+    assert_eq!(field(|s| s.spec.cluster.version = "19".into()), "version");
 }
 
 #[test]
-fn the_score_reads_from_a_custom_resource_spec() {
+fn the_score_and_the_custom_resource_are_one_definition() {
     let yaml = r#"
-name: finance-db
-namespace: tenant-a
-version: "17"
-storage: 10Gi
-resources: {requests: {cpu: 500m, memory: 1Gi}}
-topology:
-  primary: {site: site-paris, appsDomain: apps.site-paris.example.com}
-  replicas: [{site: site-newyork}]
+apiVersion: harmony.io/v1alpha1
+kind: MultisitePostgreSQL
+metadata: {name: finance-db, namespace: tenant-a}
+spec:
+  version: "17"
+  storage: 10Gi
+  resources: {requests: {cpu: 500m, memory: 1Gi}}
+  topology:
+    primary: {site: site-paris, appsDomain: apps.site-paris.example.com}
+    replicas: [{site: site-newyork}]
 "#;
-    let s: MultisitePostgreSQLScore = serde_yaml::from_str(yaml).unwrap();
+    let resource: MultisitePostgreSQL = serde_yaml::from_str(yaml).unwrap();
+    let s = MultisitePostgreSQLScore::from_resource(&resource);
     check(&s).unwrap();
-    assert_eq!(s.wal_keep_size, "2GB");
+    assert_eq!(
+        (s.name.as_str(), s.namespace.as_str()),
+        ("finance-db", "tenant-a")
+    );
+    assert_eq!(s.spec.wal_keep_size, "2GB");
     let typo = yaml.replace("appsDomain", "appDomain");
-    assert!(serde_yaml::from_str::<MultisitePostgreSQLScore>(&typo).is_err());
+    assert!(serde_yaml::from_str::<MultisitePostgreSQL>(&typo).is_err());
+
+    // The CRD comes from the same type, with the Score's own rules as CEL.
+    let crd = serde_json::to_value(MultisitePostgreSQL::crd()).unwrap();
+    assert_eq!(crd["spec"]["names"]["kind"], "MultisitePostgreSQL");
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let text = schema.to_string();
+    for field in [
+        "\"version\"",
+        "\"storage\"",
+        "\"topology\"",
+        "\"walKeepSize\"",
+        "\"imageCatalog\"",
+    ] {
+        assert!(
+            text.contains(field),
+            "{field} missing from the CRD schema: {text}"
+        );
+    }
+    assert!(
+        text.contains("x-kubernetes-validations") && text.contains("loadBalancer"),
+        "{text}"
+    );
+    assert!(text.contains("r.site != self.primary.site"), "{text}");
+    let single = serde_json::to_value(PostgreSQLResource::crd()).unwrap();
+    assert_eq!(single["spec"]["names"]["kind"], "PostgreSQL");
 }

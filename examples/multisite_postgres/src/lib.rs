@@ -20,12 +20,12 @@ pub fn finance_db(version: &str) -> MultisitePostgreSQLScore {
         "",
         &["site-newyork"],
     );
-    score.cluster.version = version.to_string();
-    score.cluster.resources.requests = ResourceList {
+    score.spec.cluster.version = version.to_string();
+    score.spec.cluster.resources.requests = ResourceList {
         cpu: Some("500m".into()),
         memory: Some("1Gi".into()),
     };
-    score.topology.primary = PrimarySite {
+    score.spec.topology.primary = PrimarySite {
         site: "site-paris".into(),
         host: None,
         apps_domain: Some(PARIS_APPS_DOMAIN.into()),

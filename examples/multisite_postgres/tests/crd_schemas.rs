@@ -168,13 +168,15 @@ async fn route_exposure_manifests_match_the_real_crd_schemas() {
     let mut two_replicas = finance_db("18");
     two_replicas.name = "ledger".into();
     two_replicas
+        .spec
         .topology
         .replicas
         .push(harmony_modules::postgresql::ReplicaSite {
             site: "site-tokyo".into(),
         });
-    two_replicas.cluster.resources.limits.cpu = Some("2".into());
+    two_replicas.spec.cluster.resources.limits.cpu = Some("2".into());
     two_replicas
+        .spec
         .cluster
         .image_catalog
         .insert("18".into(), "registry.example.com/postgresql:18.1".into());
@@ -197,9 +199,9 @@ async fn load_balancer_exposure_and_single_site_manifests_match_the_real_crd_sch
         "orders-db.paris.example.com",
         &["site-newyork"],
     );
-    lb.exposure = Exposure::LoadBalancer;
-    lb.cluster.version = "15".into();
-    lb.cluster.instances = 3;
+    lb.spec.exposure = Exposure::LoadBalancer;
+    lb.spec.cluster.version = "15".into();
+    lb.spec.cluster.instances = 3;
     let single = PostgreSQLScore::new("inventory", "shop", "1Gi");
     // A single-site Score runs on any site; render it through one of them.
     let kinds = render_and_check(vec![Box::new(lb)]).await;

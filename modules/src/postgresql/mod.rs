@@ -8,10 +8,12 @@
 mod multisite;
 mod single;
 mod spec;
+mod status;
 
 pub use multisite::{
-    Exposure, MIN_MAJOR_FOR_PASSTHROUGH, MultisitePostgreSQLScore, PrimarySite, ReplicaSite,
-    SitesSpec,
+    Exposure, MIN_MAJOR_FOR_PASSTHROUGH, MultisitePostgreSQL, MultisitePostgreSQLScore,
+    MultisitePostgreSQLSpec, PrimarySite, ReplicaSite, SitesSpec,
 };
-pub use single::PostgreSQLScore;
+pub use single::{PostgreSQLResource, PostgreSQLScore, PostgreSQLSpec};
 pub use spec::{ClusterSpec, ResourceList, ResourcesSpec, SUPPORTED_MAJORS};
+pub use status::{PostgreSQLStatus, SiteState, StatusCondition};

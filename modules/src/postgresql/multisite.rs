@@ -1,6 +1,8 @@
 //! `MultisitePostgreSQLScore`: a primary on one site, streaming replicas on others.
 
 use async_trait::async_trait;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -16,19 +18,22 @@ use harmony::domain::{
 use harmony::types::{Dns1123Label, HostName, Version};
 
 use super::spec::ClusterSpec;
+use super::status::PostgreSQLStatus;
 
 /// The first major version whose libpq can open TLS directly (`sslnegotiation=direct`), which
 /// an SNI-routed passthrough Route needs.
 pub const MIN_MAJOR_FOR_PASSTHROUGH: u32 = 17;
 
 /// The primary's site and the host name replicas reach it by.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PrimarySite {
     /// The site's name in the topology.
+    #[schemars(length(max = 63))]
     pub site: String,
     /// The Route (or load balancer) host; derived from `appsDomain` when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
     pub host: Option<String>,
     /// The site's OpenShift apps domain; the Route host is then `<name>-<namespace>.<appsDomain>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -36,25 +41,28 @@ pub struct PrimarySite {
 }
 
 /// A site that runs a replica cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReplicaSite {
     /// The site's name in the topology.
+    #[schemars(length(max = 63))]
     pub site: String,
 }
 
 /// Which site runs the primary and which run replicas.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(KubeSchema, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[x_kube(validation = Rule::new("self.replicas.all(r, r.site != self.primary.site)").message("a replica site must not be the primary's site"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SitesSpec {
     /// The primary's site.
     pub primary: PrimarySite,
     /// One or more replica sites.
+    #[schemars(length(min = 1, max = 16))]
     pub replicas: Vec<ReplicaSite>,
 }
 
 /// How replicas on other sites reach the primary.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Exposure {
     /// An OpenShift Route with TLS passthrough on 443 (PostgreSQL 17+).
@@ -64,14 +72,29 @@ pub enum Exposure {
     LoadBalancer,
 }
 
-/// A PostgreSQL cluster replicated across sites through CloudNativePG replica clusters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What a multi-site PostgreSQL cluster should be: the spec of the `MultisitePostgreSQL`
+/// custom resource and of [`MultisitePostgreSQLScore`], one definition for both.
+#[derive(CustomResource, KubeSchema, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "harmony.io",
+    version = "v1alpha1",
+    kind = "MultisitePostgreSQL",
+    namespaced,
+    status = "PostgreSQLStatus",
+    shortname = "mpg",
+    doc = "A PostgreSQL cluster with its primary on one site and streaming replicas on others (CloudNativePG)",
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version"}"#,
+    printcolumn = r#"{"name":"Primary","type":"string","jsonPath":".spec.topology.primary.site"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#
+)]
+#[x_kube(validation = Rule::new(
+    "(has(self.exposure) && self.exposure == 'loadBalancer') || self.version.matches('^(1[7-9]|[2-9][0-9])([.][0-9]+)?$')"
+).message(
+    "PostgreSQL before 17 cannot replicate through an OpenShift passthrough Route (the router routes by TLS SNI, which a classic SSLRequest does not carry): use version 17 or newer, or exposure loadBalancer"
+))]
 #[serde(rename_all = "camelCase")]
-pub struct MultisitePostgreSQLScore {
-    /// The cluster's name on every site.
-    pub name: String,
-    /// Its namespace on every site.
-    pub namespace: String,
+pub struct MultisitePostgreSQLSpec {
     /// Version, size and resources, the same on every site.
     #[serde(flatten)]
     pub cluster: ClusterSpec,
@@ -90,6 +113,38 @@ pub struct MultisitePostgreSQLScore {
     /// How long to wait for the operator to create the replication secrets on the primary.
     #[serde(default = "default_credentials_timeout")]
     pub credentials_timeout_seconds: u64,
+}
+
+/// A PostgreSQL cluster replicated across sites through CloudNativePG replica clusters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MultisitePostgreSQLScore {
+    /// The cluster's name on every site.
+    pub name: String,
+    /// Its namespace on every site.
+    pub namespace: String,
+    /// Everything else.
+    pub spec: MultisitePostgreSQLSpec,
+}
+
+impl MultisitePostgreSQLScore {
+    /// The Score a `MultisitePostgreSQL` resource asks for (name and namespace from its metadata).
+    pub fn from_resource(resource: &MultisitePostgreSQL) -> Self {
+        Self {
+            name: resource.metadata.name.clone().unwrap_or_default(),
+            namespace: resource
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            spec: resource.spec.clone(),
+        }
+    }
+
+    /// The owners (ApplySet names) of what this Score applies, per step; cleanup deletes them.
+    pub fn owners(&self) -> [String; 3] {
+        let score = format!("MultisitePostgreSQL {}/{}", self.namespace, self.name);
+        ["primary", "exposure", "replica"].map(|step| format!("{score} {step}"))
+    }
 }
 
 fn default_wal_keep_size() -> String {
@@ -124,30 +179,32 @@ impl MultisitePostgreSQLScore {
         Self {
             name: name.into(),
             namespace: namespace.into(),
-            cluster: ClusterSpec::new(storage),
-            topology: SitesSpec {
-                primary: PrimarySite {
-                    site: primary_site.into(),
-                    host: Some(host.into()),
-                    apps_domain: None,
+            spec: MultisitePostgreSQLSpec {
+                cluster: ClusterSpec::new(storage),
+                topology: SitesSpec {
+                    primary: PrimarySite {
+                        site: primary_site.into(),
+                        host: Some(host.into()),
+                        apps_domain: None,
+                    },
+                    replicas: replica_sites
+                        .iter()
+                        .map(|s| ReplicaSite {
+                            site: s.to_string(),
+                        })
+                        .collect(),
                 },
-                replicas: replica_sites
-                    .iter()
-                    .map(|s| ReplicaSite {
-                        site: s.to_string(),
-                    })
-                    .collect(),
+                exposure: Exposure::Route,
+                wal_keep_size: default_wal_keep_size(),
+                server_tls_secret: None,
+                credentials_timeout_seconds: default_credentials_timeout(),
             },
-            exposure: Exposure::Route,
-            wal_keep_size: default_wal_keep_size(),
-            server_tls_secret: None,
-            credentials_timeout_seconds: default_credentials_timeout(),
         }
     }
 
     fn host(&self) -> Result<HostName, ValidationError> {
-        let p = &self.topology.primary;
-        let (field, text) = match (&p.host, &p.apps_domain, self.exposure) {
+        let p = &self.spec.topology.primary;
+        let (field, text) = match (&p.host, &p.apps_domain, self.spec.exposure) {
             (Some(h), _, _) => ("topology.primary.host", h.clone()),
             (None, Some(d), Exposure::Route) => (
                 "topology.primary.appsDomain",
@@ -187,8 +244,10 @@ impl MultisitePostgreSQLScore {
     }
 
     fn resolve(&self) -> Result<Resolved, ValidationError> {
-        let mut primary = self.cluster.resolve(&self.name, &self.namespace)?;
-        if self.exposure == Exposure::Route && primary.major_version < MIN_MAJOR_FOR_PASSTHROUGH {
+        let mut primary = self.spec.cluster.resolve(&self.name, &self.namespace)?;
+        if self.spec.exposure == Exposure::Route
+            && primary.major_version < MIN_MAJOR_FOR_PASSTHROUGH
+        {
             return Err(ValidationError::new(
                 "version",
                 format!(
@@ -198,7 +257,7 @@ impl MultisitePostgreSQLScore {
                 "use version \"17\" or newer (replicas then connect with sslnegotiation=direct), or set exposure to \"loadBalancer\" to expose the primary through a LoadBalancer Service",
             ));
         }
-        let wal = &self.wal_keep_size;
+        let wal = &self.spec.wal_keep_size;
         let digits = wal.trim_end_matches(|c: char| c.is_ascii_alphabetic());
         if digits.is_empty()
             || !digits.chars().all(|c| c.is_ascii_digit())
@@ -211,14 +270,14 @@ impl MultisitePostgreSQLScore {
                 "write it as PostgreSQL does, such as \"2GB\" or \"512MB\" (units kB, MB, GB, TB)",
             ));
         }
-        if self.server_tls_secret.is_some() {
+        if self.spec.server_tls_secret.is_some() {
             return Err(ValidationError::new(
                 "serverTlsSecret",
                 "the operator refuses serverAltDNSNames together with serverTLSSecret, and replicas need the Route host in the server certificate for verify-full",
                 "remove serverTlsSecret: the operator then issues (and rotates) a server certificate that includes the host",
             ));
         }
-        let primary_site = self.topology.primary.site.clone();
+        let primary_site = self.spec.topology.primary.site.clone();
         let site_label = Dns1123Label::parse(&primary_site).map_err(|e| {
             ValidationError::new(
                 "topology.primary.site",
@@ -226,7 +285,7 @@ impl MultisitePostgreSQLScore {
                 "name a site of the topology",
             )
         })?;
-        if self.topology.replicas.is_empty() {
+        if self.spec.topology.replicas.is_empty() {
             return Err(ValidationError::new(
                 "topology.replicas",
                 "is empty",
@@ -235,7 +294,7 @@ impl MultisitePostgreSQLScore {
         }
         let mut seen = BTreeSet::new();
         let mut replica_sites = Vec::new();
-        for (i, r) in self.topology.replicas.iter().enumerate() {
+        for (i, r) in self.spec.topology.replicas.iter().enumerate() {
             let field = format!("topology.replicas[{i}].site");
             if r.site == primary_site {
                 return Err(ValidationError::new(
@@ -254,7 +313,7 @@ impl MultisitePostgreSQLScore {
             replica_sites.push(r.site.clone());
         }
         let host = self.host()?;
-        let exposure = match self.exposure {
+        let exposure = match self.spec.exposure {
             Exposure::Route => PrimaryExposure::PassthroughRoute { host: host.clone() },
             Exposure::LoadBalancer => PrimaryExposure::LoadBalancer { host: host.clone() },
         };
@@ -279,7 +338,7 @@ impl MultisitePostgreSQLScore {
             primary,
             replica,
             source,
-            timeout: Duration::from_secs(self.credentials_timeout_seconds),
+            timeout: Duration::from_secs(self.spec.credentials_timeout_seconds),
         })
     }
 }
@@ -306,8 +365,8 @@ where
     }
 
     fn validate_on(&self, topology: &T) -> Result<(), ValidationError> {
-        topology.check_site("topology.primary.site", &self.topology.primary.site)?;
-        for (i, r) in self.topology.replicas.iter().enumerate() {
+        topology.check_site("topology.primary.site", &self.spec.topology.primary.site)?;
+        for (i, r) in self.spec.topology.replicas.iter().enumerate() {
             topology.check_site(&format!("topology.replicas[{i}].site"), &r.site)?;
         }
         Ok(())
@@ -356,7 +415,7 @@ where
     async fn execute(&self, _: &Inventory, topology: &T) -> Result<Outcome, InterpretError> {
         let r = self.resolve()?;
         self.validate_on(topology)?;
-        let owner = Score::<T>::name(self);
+        let [owner_primary, owner_exposure, owner_replica] = self.owners();
         let fail = |action: String, applied: &[ObjectChange], more: Vec<ObjectChange>, source| {
             InterpretError::Capability {
                 action,
@@ -384,7 +443,7 @@ where
 
         report_progress(format!("primary cluster on {}", r.primary_site));
         let applied = primary
-            .apply_cluster(&r.primary, &format!("{owner} primary"))
+            .apply_cluster(&r.primary, &owner_primary)
             .await
             .map_err(|f| {
                 fail(
@@ -396,7 +455,7 @@ where
             })?;
         changes.extend(on_site(&r.primary_site, applied));
         let applied = primary
-            .expose_primary(&r.primary, &r.source.exposure, &format!("{owner} exposure"))
+            .expose_primary(&r.primary, &r.source.exposure, &owner_exposure)
             .await
             .map_err(|f| {
                 fail(
@@ -430,12 +489,7 @@ where
         for name in &r.replica_sites {
             report_progress(format!("replica cluster on {name}"));
             let applied = site(topology, name)?
-                .apply_replica(
-                    &r.replica,
-                    &r.source,
-                    credentials.as_ref(),
-                    &format!("{owner} replica"),
-                )
+                .apply_replica(&r.replica, &r.source, credentials.as_ref(), &owner_replica)
                 .await
                 .map_err(|f| {
                     fail(

@@ -1,5 +1,6 @@
 //! The parameters both PostgreSQL Scores share, as a user writes them, and their validation.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -11,7 +12,7 @@ use harmony::types::{Dns1123Label, Quantity};
 pub const SUPPORTED_MAJORS: std::ops::RangeInclusive<u32> = 13..=18;
 
 /// CPU and memory as quantities (`500m`, `1Gi`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResourceList {
     /// CPU (`500m`, `2`).
@@ -23,7 +24,7 @@ pub struct ResourceList {
 }
 
 /// Requests and limits of each instance.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResourcesSpec {
     /// What the scheduler reserves.
@@ -35,10 +36,11 @@ pub struct ResourcesSpec {
 }
 
 /// A PostgreSQL cluster's shape: version, size and resources.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSpec {
     /// PostgreSQL version: a major (`"17"`) or major.minor (`"17.2"`).
+    #[schemars(length(max = 16))]
     pub version: String,
     /// Instances per site (one primary, the rest standbys).
     #[serde(default = "one")]

@@ -51,9 +51,9 @@ fn score(timeout_s: u64) -> MultisitePostgreSQLScore {
         HOST,
         &["site-newyork"],
     );
-    s.cluster.resources.requests.cpu = Some("500m".into());
-    s.cluster.resources.requests.memory = Some("1Gi".into());
-    s.credentials_timeout_seconds = timeout_s;
+    s.spec.cluster.resources.requests.cpu = Some("500m".into());
+    s.spec.cluster.resources.requests.memory = Some("1Gi".into());
+    s.spec.credentials_timeout_seconds = timeout_s;
     s
 }
 

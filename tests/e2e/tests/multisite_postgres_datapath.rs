@@ -77,8 +77,8 @@ async fn the_generated_replica_connection_replicates_through_an_sni_router_and_n
         "",
         &["site-newyork"],
     );
-    score.topology.primary.host = None;
-    score.topology.primary.apps_domain = Some("apps.site-paris.example.com".into());
+    score.spec.topology.primary.host = None;
+    score.spec.topology.primary.apps_domain = Some("apps.site-paris.example.com".into());
     let entry = generated_external_cluster(score).await;
     let host = entry["connectionParameters"]["host"]
         .as_str()

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 
 use super::resolve::KindCache;
+use crate::domain::capability::SecretBytes;
 use crate::domain::{ExecutionMode, PreparationError, PreparationOutcome, RunContext, Topology};
 
 /// The field manager every server-side apply from Harmony uses.
@@ -28,6 +29,8 @@ pub enum KubeTarget {
     },
     /// The pod's service account.
     InCluster,
+    /// A kubeconfig document held in memory (read from a Secret, say); never printed.
+    Inline(SecretBytes),
 }
 
 /// A live Kubernetes cluster reached directly (kubeconfig or in-cluster).
@@ -105,6 +108,17 @@ impl K8sTopology {
             })?,
             KubeTarget::InCluster => {
                 Config::incluster().map_err(|e| format!("in-cluster configuration: {e}"))?
+            }
+            KubeTarget::Inline(yaml) => {
+                let text = std::str::from_utf8(yaml.expose())
+                    .map_err(|_| "the inline kubeconfig is not UTF-8 text".to_string())?;
+                // The parser's message may quote the document, which holds credentials.
+                let kc = Kubeconfig::from_yaml(text).map_err(|_| {
+                    "the inline kubeconfig does not parse as a kubeconfig".to_string()
+                })?;
+                Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .map_err(|e| format!("inline kubeconfig: {e}"))?
             }
             KubeTarget::Kubeconfig { path, context } => {
                 let options = KubeConfigOptions {

@@ -1,0 +1,40 @@
+//! Harmony as an operator: `MultisitePostgreSQL` and `PostgreSQL` resources (the Scores' own
+//! types) reconciled continuously against the sites declared as `Site` resources.
+//!
+//! - [`site`]: the `Site` resource and how a site name becomes a topology;
+//! - [`conditions`]: the status the controller writes;
+//! - [`controller`]: the reconcile loops, finalizers and back-off.
+//!
+//! User guide: `docs/operator.md`.
+
+pub mod conditions;
+pub mod controller;
+pub mod site;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+pub use controller::{OperatorConfig, run};
+pub use site::{Site, SiteSpec};
+
+/// The name of the finalizer the controller puts on the resources it manages.
+pub const FINALIZER: &str = "harmony.io/cleanup";
+
+/// The CRDs the operator serves, generated from the Rust types.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        harmony_modules::postgresql::MultisitePostgreSQL::crd(),
+        harmony_modules::postgresql::PostgreSQLResource::crd(),
+        Site::crd(),
+    ]
+}
+
+/// The CRDs as one multi-document YAML stream, as `harmony-operator crds` prints it.
+pub fn crds_yaml() -> Result<String, serde_yaml::Error> {
+    let mut out = String::new();
+    for crd in crds() {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml::to_string(&crd)?);
+    }
+    Ok(out)
+}

@@ -1,0 +1,414 @@
+//! The operator against three real kube-apiserver fixtures: the control plane's own API server
+//! (where the resources live) and two site API servers with the real CloudNativePG and Route
+//! CRDs. No CNPG operator runs: the test plays its part by creating `<name>-ca` and
+//! `<name>-replication` on the primary site.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+use harmony_e2e::ApiServer;
+use harmony_operator::OperatorConfig;
+
+const HOST: &str = "finance-db-tenant-a.apps.site-paris.example.com";
+
+fn start(crds: bool) -> ApiServer {
+    let s = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
+    if crds {
+        s.install_shared_crds().unwrap_or_else(|e| panic!("{e}"));
+    }
+    s
+}
+
+fn kubectl_ok(server: &ApiServer, args: &[&str]) -> String {
+    let out = server.kubectl(args);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn apply_yaml(server: &ApiServer, yaml: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("manifest.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    server.kubectl(&["apply", "--server-side", "-f", &file.display().to_string()])
+}
+
+fn get_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
+    let mut full = vec!["get"];
+    full.extend_from_slice(args);
+    full.extend_from_slice(&["-o", "json"]);
+    let out = server.kubectl(&full);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// Polls `check` until it returns Some, or fails naming `what` with the last value seen.
+fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> (Option<T>, String)) -> T {
+    let started = Instant::now();
+    loop {
+        let (found, last) = check();
+        if let Some(v) = found {
+            return v;
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "timed out waiting for {what}; last seen: {last}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn condition(resource: &Value, type_: &str) -> (String, String, String) {
+    resource["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("status"), s("reason"), s("message"))
+        })
+        .unwrap_or_default()
+}
+
+fn decoded(secret: &Value, key: &str) -> String {
+    String::from_utf8(
+        STANDARD
+            .decode(secret["data"][key].as_str().unwrap())
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// Plays the CNPG operator on the primary site.
+fn operator_secrets(paris: &ApiServer, client_cert: &str) {
+    let b64 = |s: &str| STANDARD.encode(s);
+    let yaml = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: tenant-a}}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {{name: finance-db-ca, namespace: tenant-a}}\ndata: {{ca.crt: {}, ca.key: {}}}\n---\n\
+         apiVersion: v1\nkind: Secret\nmetadata: {{name: finance-db-replication, namespace: tenant-a}}\ntype: kubernetes.io/tls\ndata: {{tls.crt: {}, tls.key: {}}}\n",
+        b64("CA-CERT"),
+        b64("CA-KEY-NEVER-COPIED"),
+        b64(client_cert),
+        b64("CLIENT-KEY")
+    );
+    let out = apply_yaml(paris, &yaml);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn declare_site(cp: &ApiServer, name: &str, site: &ApiServer) {
+    let kubeconfig = std::fs::read_to_string(site.kubeconfig()).unwrap();
+    let yaml = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}-kubeconfig, namespace: harmony-system}}\ndata: {{kubeconfig: {}}}\n---\n\
+         apiVersion: harmony.io/v1alpha1\nkind: Site\nmetadata: {{name: {name}}}\nspec: {{kubeconfigSecret: {{namespace: harmony-system, name: {name}-kubeconfig}}}}\n",
+        STANDARD.encode(kubeconfig)
+    );
+    let out = apply_yaml(cp, &yaml);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn finance_db(storage: &str, replica_site: &str, version: &str) -> String {
+    format!(
+        "apiVersion: harmony.io/v1alpha1\nkind: MultisitePostgreSQL\nmetadata: {{name: finance-db, namespace: tenant-a}}\n\
+         spec:\n  version: \"{version}\"\n  storage: {storage}\n  resources: {{requests: {{cpu: 500m, memory: 1Gi}}}}\n  credentialsTimeoutSeconds: 3\n\
+         \x20 topology:\n    primary: {{site: site-paris, host: {HOST}}}\n    replicas: [{{site: {replica_site}}}]\n"
+    )
+}
+
+async fn client_for(server: &ApiServer) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(server.kubeconfig()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_multisite_postgresql_resource_is_reconciled_kept_in_sync_and_cleaned_up() {
+    let cp = start(false);
+    let (paris, newyork) = (start(true), start(true));
+    let crds = harmony_operator::crds_yaml().unwrap();
+    let out = apply_yaml(&cp, &crds);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kubectl_ok(
+        &cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/multisitepostgresqls.harmony.io",
+            "crd/sites.harmony.io",
+        ],
+    );
+    kubectl_ok(&cp, &["create", "namespace", "harmony-system"]);
+    kubectl_ok(&cp, &["create", "namespace", "tenant-a"]);
+    declare_site(&cp, "site-paris", &paris);
+    declare_site(&cp, "site-newyork", &newyork);
+
+    // The API server itself refuses what the Score would refuse, with a readable message.
+    let refused = apply_yaml(&cp, &finance_db("10Gi", "site-newyork", "15"));
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains(
+            "PostgreSQL before 17 cannot replicate through an OpenShift passthrough Route"
+        ),
+        "{err}"
+    );
+    let refused = apply_yaml(&cp, &finance_db("10Gi", "site-paris", "17"));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("a replica site must not be the primary's site")
+    );
+
+    operator_secrets(&paris, "CERT-V1");
+    let controller = tokio::spawn(harmony_operator::run(
+        client_for(&cp).await,
+        OperatorConfig {
+            resync: Duration::from_secs(2),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(5),
+        },
+    ));
+
+    // An unknown site is a condition, not a crash; it names the declared sites.
+    let out = apply_yaml(&cp, &finance_db("10Gi", "site-tokyo", "17"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, reason, message) =
+        wait_for("the UnknownSite condition", Duration::from_secs(60), || {
+            let r = get_json(
+                &cp,
+                &[
+                    "multisitepostgresqls.harmony.io",
+                    "finance-db",
+                    "-n",
+                    "tenant-a",
+                ],
+            )
+            .unwrap_or_default();
+            let c = condition(&r, "Ready");
+            ((c.1 == "UnknownSite").then(|| c.clone()), format!("{c:?}"))
+        });
+    assert_eq!(reason, "UnknownSite");
+    assert!(message.contains("site-newyork, site-paris"), "{message}");
+
+    // Fixed: Ready, with everything on the right sites.
+    let out = apply_yaml(&cp, &finance_db("10Gi", "site-newyork", "17"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resource = wait_for("Ready=True", Duration::from_secs(90), || {
+        let r = get_json(
+            &cp,
+            &[
+                "multisitepostgresqls.harmony.io",
+                "finance-db",
+                "-n",
+                "tenant-a",
+            ],
+        )
+        .unwrap_or_default();
+        let c = condition(&r, "Ready");
+        let ready =
+            c.0 == "True" && r["status"]["observedGeneration"] == r["metadata"]["generation"];
+        (ready.then(|| r.clone()), format!("{c:?}"))
+    });
+    assert!(
+        resource["metadata"]["finalizers"]
+            .to_string()
+            .contains("harmony.io/cleanup")
+    );
+    assert!(
+        resource["status"]["lastCertificateSync"].is_string(),
+        "{resource}"
+    );
+    assert_eq!(
+        resource["status"]["sites"][0]["state"], "Synced",
+        "{resource}"
+    );
+    let primary = get_json(
+        &paris,
+        &[
+            "clusters.postgresql.cnpg.io",
+            "finance-db",
+            "-n",
+            "tenant-a",
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        primary["spec"]["certificates"]["serverAltDNSNames"],
+        json!([HOST])
+    );
+    assert!(
+        get_json(
+            &paris,
+            &["routes.route.openshift.io", "finance-db", "-n", "tenant-a"]
+        )
+        .is_some()
+    );
+    assert!(
+        get_json(
+            &newyork,
+            &["routes.route.openshift.io", "finance-db", "-n", "tenant-a"]
+        )
+        .is_none()
+    );
+    let copy = get_json(
+        &newyork,
+        &[
+            "secret",
+            "finance-db-site-paris-replication",
+            "-n",
+            "tenant-a",
+        ],
+    )
+    .unwrap();
+    assert_eq!(decoded(&copy, "tls.crt"), "CERT-V1");
+    let ca = get_json(
+        &newyork,
+        &["secret", "finance-db-site-paris-ca", "-n", "tenant-a"],
+    )
+    .unwrap();
+    assert!(
+        ca["data"].get("ca.key").is_none(),
+        "the CA key never leaves the primary site"
+    );
+
+    // The CNPG operator rotates the certificate: the controller re-syncs it, no user action.
+    operator_secrets(&paris, "CERT-V2");
+    wait_for(
+        "the rotated certificate on site-newyork",
+        Duration::from_secs(60),
+        || {
+            let s = get_json(
+                &newyork,
+                &[
+                    "secret",
+                    "finance-db-site-paris-replication",
+                    "-n",
+                    "tenant-a",
+                ],
+            )
+            .unwrap();
+            let v = decoded(&s, "tls.crt");
+            ((v == "CERT-V2").then_some(()), v)
+        },
+    );
+
+    // Editing the spec updates every site.
+    kubectl_ok(
+        &cp,
+        &[
+            "patch",
+            "multisitepostgresqls.harmony.io",
+            "finance-db",
+            "-n",
+            "tenant-a",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"storage":"20Gi"}}"#,
+        ],
+    );
+    for site in [&paris, &newyork] {
+        wait_for(
+            "storage 20Gi on both sites",
+            Duration::from_secs(60),
+            || {
+                let c = get_json(
+                    site,
+                    &[
+                        "clusters.postgresql.cnpg.io",
+                        "finance-db",
+                        "-n",
+                        "tenant-a",
+                    ],
+                )
+                .unwrap();
+                let size = c["spec"]["storage"]["size"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                ((size == "20Gi").then_some(()), size)
+            },
+        );
+    }
+
+    // Deleting the resource removes what it created on each site, and nothing else.
+    kubectl_ok(
+        &cp,
+        &[
+            "delete",
+            "multisitepostgresqls.harmony.io",
+            "finance-db",
+            "-n",
+            "tenant-a",
+            "--wait=true",
+            "--timeout=60s",
+        ],
+    );
+    for (site, objects) in [
+        (
+            &paris,
+            vec![
+                "clusters.postgresql.cnpg.io/finance-db",
+                "routes.route.openshift.io/finance-db",
+            ],
+        ),
+        (
+            &newyork,
+            vec![
+                "clusters.postgresql.cnpg.io/finance-db",
+                "secret/finance-db-site-paris-replication",
+                "secret/finance-db-site-paris-ca",
+            ],
+        ),
+    ] {
+        for object in objects {
+            assert!(
+                !site
+                    .kubectl(&["get", object, "-n", "tenant-a"])
+                    .status
+                    .success(),
+                "{object} survived the deletion"
+            );
+        }
+    }
+    for kept in [
+        "secret/finance-db-ca",
+        "secret/finance-db-replication",
+        "namespace/tenant-a",
+    ] {
+        assert!(
+            paris
+                .kubectl(&["get", kept, "-n", "tenant-a"])
+                .status
+                .success(),
+            "{kept} is not ours and must stay"
+        );
+    }
+    controller.abort();
+}
