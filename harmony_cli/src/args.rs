@@ -33,6 +33,22 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
 
+    /// Bare-metal topologies: change the live services (dnsmasq, haproxy, HTTP boot) instead of rendering files.
+    #[arg(long)]
+    pub apply: bool,
+
+    /// Bare-metal topologies: the SQLite inventory file of discovered hosts.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+
+    /// Bare-metal topologies: a TOML file giving hosts their roles instead of asking.
+    #[arg(long, value_name = "FILE")]
+    pub roles: Option<PathBuf>,
+
+    /// Bare-metal topologies: how long to wait for hosts to be discovered (seconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub discovery_timeout: Option<u64>,
+
     /// Answer yes to every confirmation and never prompt (run all Scores unless filtered).
     #[arg(long, short = 'y')]
     pub yes: bool,

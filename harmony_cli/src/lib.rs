@@ -9,6 +9,7 @@
 
 mod args;
 mod console;
+mod operator;
 mod progress;
 mod report;
 mod run;

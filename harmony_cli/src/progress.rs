@@ -1,18 +1,33 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use harmony::domain::{HarmonyEvent, ScoreStatus};
 
 use crate::console::Console;
 
+/// The spinners on screen, shared with prompts so they can be hidden while a question is asked.
+pub(crate) type Spinners = Arc<Mutex<HashMap<String, ProgressBar>>>;
+
+/// Runs `f` (a prompt) with every spinner hidden and its ticking paused.
+pub(crate) fn suspended<R>(spinners: &Spinners, f: impl FnOnce() -> R) -> R {
+    let bars: Vec<ProgressBar> = spinners
+        .lock()
+        .map(|s| s.values().cloned().collect())
+        .unwrap_or_default();
+    match bars.first() {
+        Some(bar) => bar.suspend(f),
+        None => f(),
+    }
+}
+
 /// Shows run events: spinners on a terminal, plain lines otherwise, nothing with `-q`.
 pub(crate) fn subscriber(
     console: Console,
     quiet: bool,
+    spinners: Spinners,
 ) -> impl Fn(&HarmonyEvent) + Send + Sync + 'static {
-    let spinners: Mutex<HashMap<String, ProgressBar>> = Mutex::new(HashMap::new());
     move |event: &HarmonyEvent| {
         if quiet {
             return;

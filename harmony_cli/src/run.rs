@@ -3,10 +3,12 @@ use std::ffi::OsString;
 use std::fmt::Display;
 use std::process::ExitCode;
 
+use harmony::domain::operator::OperatorHandle;
 use harmony::domain::{Inventory, Maestro, RunContext, RunOptions, Score, ScoreStatus, Topology};
 
 use crate::args::{Args, OutputFormat};
 use crate::console::Console;
+use crate::operator::CliOperator;
 use crate::report::{Preparation, REPORT_FORMAT_VERSION, RunReport, Summary};
 use crate::{progress, select};
 
@@ -75,6 +77,7 @@ where
         EXIT_USAGE
     };
 
+    let spinners = progress::Spinners::default();
     let ctx = RunContext {
         plan: args.plan,
         out_dir: args.out.clone(),
@@ -82,6 +85,15 @@ where
         force_conflicts: args.force_conflicts,
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
+        apply: args.apply,
+        inventory: args.inventory.clone(),
+        roles: args.roles.clone(),
+        discovery_timeout: args.discovery_timeout.map(std::time::Duration::from_secs),
+        operator: OperatorHandle::new(CliOperator::new(
+            args.yes,
+            console.interactive,
+            spinners.clone(),
+        )),
     };
     let topology = match make_topology(&ctx) {
         Ok(t) => t,
@@ -142,7 +154,11 @@ where
         }
     }
 
-    maestro.subscribe(progress::subscriber(console.clone(), args.quiet > 0));
+    maestro.subscribe(progress::subscriber(
+        console.clone(),
+        args.quiet > 0,
+        spinners,
+    ));
     let options = RunOptions {
         keep_going: args.keep_going,
     };

@@ -7,6 +7,7 @@ pub mod interpret;
 pub mod inventory;
 pub mod maestro;
 pub mod mode;
+pub mod operator;
 pub mod outcome;
 pub mod redact;
 pub mod score;

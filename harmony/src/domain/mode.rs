@@ -1,6 +1,9 @@
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
+
+use super::operator::OperatorHandle;
 
 /// What a run does to the world. Capabilities read it from their topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -46,6 +49,16 @@ pub struct RunContext {
     pub kubeconfig: Option<PathBuf>,
     /// `--context`: the kubeconfig context to use (implies a live cluster).
     pub context: Option<String>,
+    /// `--apply`: bare-metal topologies change their live services instead of rendering files.
+    pub apply: bool,
+    /// `--inventory`: the SQLite file bare-metal topologies keep discovered hosts in.
+    pub inventory: Option<PathBuf>,
+    /// `--roles`: a file assigning discovered hosts to roles, instead of asking.
+    pub roles: Option<PathBuf>,
+    /// `--discovery-timeout`: how long to wait for hosts to be discovered.
+    pub discovery_timeout: Option<Duration>,
+    /// Who answers questions during the run (a terminal, `--yes`, or nobody).
+    pub operator: OperatorHandle,
 }
 
 impl Default for RunContext {
@@ -57,6 +70,11 @@ impl Default for RunContext {
             force_conflicts: false,
             kubeconfig: None,
             context: None,
+            apply: false,
+            inventory: None,
+            roles: None,
+            discovery_timeout: None,
+            operator: OperatorHandle::default(),
         }
     }
 }

@@ -1,8 +1,15 @@
 //! Adapters that implement capabilities on real backends.
 
+pub mod agent;
+pub mod bare_metal;
 pub mod cnpg;
 pub mod default_topology;
+pub mod dnsmasq;
+pub mod haproxy;
+pub mod http_boot;
+pub mod inventory_sqlite;
 pub mod kube;
 pub mod multi_site;
+pub mod okd;
 pub mod render;
 pub mod split_plane;

@@ -2,6 +2,9 @@
 
 pub mod apiserver;
 pub mod files;
+pub mod multi_region;
+pub mod netns;
+pub mod okd_lab;
 pub mod pg_datapath;
 
 pub use apiserver::{ApiServer, shared_crds_dir};

@@ -1,8 +1,15 @@
 //! Capabilities: traits a Topology implements and Scores require as bounds.
 
+pub mod dhcp;
+pub mod dns;
+pub mod ha_cluster;
+pub mod host_inventory;
+pub mod http;
 pub mod k8s;
+pub mod load_balancer;
 pub mod postgresql;
 pub mod sites;
+pub mod tftp;
 
 pub use k8s::{
     ApplyFailure, ApplyOptions, K8sClient, K8sObject, ObjectRef, WaitCondition, WaitOutcome,
@@ -12,6 +19,16 @@ pub use postgresql::{
     ReplicationCredentials, ReplicationSource, SecretBytes,
 };
 pub use sites::MultiSite;
+
+pub use dhcp::{DhcpHostBinding, DhcpServer, PxeBootOptions};
+pub use dns::{DnsRecord, DnsServer};
+pub use ha_cluster::{
+    CONTROL_PLANE_HOSTS, ClusterLayout, DeclaredRole, HaCluster, HostSelector, LogicalHost,
+};
+pub use host_inventory::{HostBinding, HostInventory};
+pub use http::{HttpAccess, HttpFile, HttpServer};
+pub use load_balancer::{BackendServer, HealthCheck, LoadBalancer, LoadBalancerService};
+pub use tftp::{TftpFile, TftpServer};
 
 use std::time::Duration;
 

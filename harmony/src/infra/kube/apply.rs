@@ -14,7 +14,7 @@ use super::applyset::{ApplySet, Contents, PART_OF, split_group_kind};
 use super::error::map;
 use super::normalize::comparable;
 use super::resolve::ResolvedKind;
-use super::topology::{FIELD_MANAGER, K8sTopology};
+use super::topology::K8sTopology;
 use crate::domain::capability::{
     ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, WaitCondition,
     WaitOutcome,
@@ -77,7 +77,7 @@ impl K8sTopology {
         let api = self.api_for(r).await?;
         let server = self.server();
         let before = api.get_opt(&r.name).await.map_err(|e| map(r, &server, e))?;
-        let mut params = PatchParams::apply(FIELD_MANAGER);
+        let mut params = PatchParams::apply(self.field_manager());
         params.force = force;
         params.dry_run = self.dry_run();
         // As kubectl does by default: a misspelt or unknown field is an error naming it, not

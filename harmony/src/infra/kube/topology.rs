@@ -41,6 +41,7 @@ pub struct K8sTopology {
     prune: bool,
     force_conflicts: bool,
     concurrency: usize,
+    field_manager: String,
     pub(super) connection: OnceCell<Connection>,
     pub(super) kinds: KindCache,
 }
@@ -61,6 +62,7 @@ impl K8sTopology {
             prune: ctx.prune,
             force_conflicts: ctx.force_conflicts,
             concurrency: 16,
+            field_manager: FIELD_MANAGER.to_string(),
             connection: OnceCell::new(),
             kinds: KindCache::default(),
         }
@@ -70,6 +72,23 @@ impl K8sTopology {
     pub fn with_concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
         self
+    }
+
+    /// Sets the server-side apply field manager (default [`FIELD_MANAGER`]; the region agent
+    /// uses `harmony-agent`).
+    pub fn with_field_manager(mut self, manager: impl Into<String>) -> Self {
+        self.field_manager = manager.into();
+        self
+    }
+
+    pub(super) fn field_manager(&self) -> &str {
+        &self.field_manager
+    }
+
+    /// The kube-rs client, after `ensure_ready`, for calls the `K8sClient` trait does not cover
+    /// (listing nodes, probing `/version`).
+    pub fn client(&self) -> Result<Client, crate::domain::capability::CapabilityError> {
+        self.connection().map(|c| c.client.clone())
     }
 
     pub(super) fn concurrency(&self) -> usize {

@@ -1,0 +1,85 @@
+//! OKD workers on a declared bare-metal topology: three control-plane hosts, a bootstrap host
+//! and two workers whose machines (MACs) are declared in the program, so it renders the
+//! dnsmasq, haproxy and iPXE files on any machine without discovery.
+
+use harmony::domain::Inventory;
+use harmony::domain::Score;
+use harmony::domain::capability::{ClusterLayout, LogicalHost};
+use harmony::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
+use harmony_modules::okd::{
+    OkdHostsScore, OkdInstallation, OkdInstallationReportScore, OkdPrepareScore,
+    OkdSanityCheckScore, OkdTopology,
+};
+use harmony_types::{Dns1123Label, HostName, Id, InvalidValue, IpAddress, Ipv4Cidr, MacAddress};
+
+/// The cluster: `okd.example.com` on 192.168.50.0/24, services and load balancer on .2.
+pub fn layout() -> Result<ClusterLayout, InvalidValue> {
+    let host = |name: &str, ip: &str| -> Result<LogicalHost, InvalidValue> {
+        Ok(LogicalHost::new(
+            HostName::parse(name)?,
+            IpAddress::parse(ip)?,
+        ))
+    };
+    Ok(ClusterLayout {
+        cluster_name: Dns1123Label::parse("okd")?,
+        base_domain: HostName::parse("example.com")?,
+        network: Ipv4Cidr::parse("192.168.50.0/24")?,
+        gateway: IpAddress::parse("192.168.50.1")?,
+        load_balancer: IpAddress::parse("192.168.50.2")?,
+        services: IpAddress::parse("192.168.50.2")?,
+        bootstrap: host("bootstrap", "192.168.50.10")?,
+        control_plane: vec![
+            host("cp0", "192.168.50.11")?,
+            host("cp1", "192.168.50.12")?,
+            host("cp2", "192.168.50.13")?,
+        ],
+        workers: vec![
+            host("worker0", "192.168.50.21")?,
+            host("worker1", "192.168.50.22")?,
+        ],
+    })
+}
+
+/// The two worker machines, declared with the facts discovery would report, and their role.
+pub fn inventory() -> Result<Inventory, InvalidValue> {
+    let machine = |id: &str, mac: &str| -> Result<PhysicalHost, InvalidValue> {
+        Ok(PhysicalHost {
+            id: Id::parse(id)?,
+            hostname: None,
+            macs: vec![MacAddress::parse(mac)?],
+            cpu_count: 16,
+            memory_bytes: 64 << 30,
+            disks: vec![Disk {
+                name: "nvme0n1".into(),
+                size_bytes: 960 << 30,
+                rotational: false,
+            }],
+        })
+    };
+    let hosts = vec![
+        machine("rack14-u10", "52:54:00:50:00:21")?,
+        machine("rack14-u12", "52:54:00:50:00:22")?,
+    ];
+    let assignments = hosts
+        .iter()
+        .map(|h| RoleAssignment {
+            host: h.id.clone(),
+            role: HostRole::Worker,
+        })
+        .collect();
+    Ok(Inventory {
+        location: Some("paris-dc2 rack 14".into()),
+        hosts,
+        assignments,
+    })
+}
+
+/// Prepare, workers, sanity check, installation report.
+pub fn scores<T: OkdTopology>(install: &OkdInstallation) -> Vec<Box<dyn Score<T>>> {
+    vec![
+        Box::new(OkdPrepareScore::new(install.clone())),
+        Box::new(OkdHostsScore::new(HostRole::Worker, install.clone())),
+        Box::new(OkdSanityCheckScore),
+        Box::new(OkdInstallationReportScore),
+    ]
+}

@@ -1,0 +1,152 @@
+//! The example as an operator runs it: a real process with no terminal on stdin.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn run(cwd: &Path, args: &[&str], envs: &[(&str, &Path)]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_example-okd-workers"))
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, *v)))
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("example binary starts");
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the example hung for 60 s with args {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn renders_dnsmasq_haproxy_and_ipxe_files_twice_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = run(dir.path(), &[], &[]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}{}",
+        text(&first.stdout),
+        text(&first.stderr)
+    );
+    let out = dir.path().join("harmony-out/okd");
+    let before = files(&out);
+    let names: Vec<&str> = before.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "dnsmasq/conf.d/pxe.conf",
+            "dnsmasq/conf.d/wildcards.conf",
+            "dnsmasq/dhcp-hosts",
+            "dnsmasq/dnsmasq.conf",
+            "dnsmasq/hosts",
+            "haproxy/haproxy.cfg",
+            "http/www/boot.ipxe",
+            "http/www/ipxe/52-54-00-50-00-21.ipxe",
+            "http/www/ipxe/52-54-00-50-00-22.ipxe",
+        ]
+    );
+    let hosts = text(&before["dnsmasq/dhcp-hosts"]);
+    assert_eq!(
+        hosts,
+        "52:54:00:50:00:21,192.168.50.21,worker0\n52:54:00:50:00:22,192.168.50.22,worker1\n"
+    );
+    let script = text(&before["http/www/ipxe/52-54-00-50-00-22.ipxe"]);
+    assert!(
+        script.contains("coreos.inst.ignition_url=http://192.168.50.2:8080/ignition/worker.ign"),
+        "{script}"
+    );
+    assert!(text(&before["haproxy/haproxy.cfg"]).contains("bind 192.168.50.2:6443"));
+
+    let second = run(dir.path(), &[], &[]);
+    assert_eq!(second.status.code(), Some(0));
+    let report = text(&second.stdout);
+    assert!(
+        report.contains("Summary: 0 succeeded, 4 unchanged"),
+        "{report}"
+    );
+    assert_eq!(files(&out), before, "a second render rewrote bytes");
+}
+
+#[test]
+fn workers_are_never_bound_to_control_plane_logical_hosts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(
+        dir.path(),
+        &["--filter", "prepare", "--filter", "workers"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let hosts =
+        std::fs::read_to_string(dir.path().join("harmony-out/okd/dnsmasq/dhcp-hosts")).unwrap();
+    for line in hosts.lines() {
+        let fields: Vec<&str> = line.split(',').collect();
+        assert!(
+            fields[2].starts_with("worker")
+                && ["192.168.50.21", "192.168.50.22"].contains(&fields[1]),
+            "a worker machine was bound outside the worker logical hosts: {line}"
+        );
+        for cp in ["cp0", "cp1", "cp2", "bootstrap", "192.168.50.1"] {
+            assert!(
+                !line.contains(&format!(",{cp}")),
+                "worker bound to control plane: {line}"
+            );
+        }
+    }
+    assert_eq!(hosts.lines().count(), 2);
+}
+
+#[test]
+fn apply_without_terminal_or_yes_exits_2_naming_yes_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let services = dir.path().join("services");
+    let ignition = dir.path().join("ignition");
+    std::fs::create_dir_all(&ignition).unwrap();
+    for f in ["bootstrap.ign", "master.ign", "worker.ign"] {
+        std::fs::write(ignition.join(f), "{}").unwrap();
+    }
+    let out = run(
+        dir.path(),
+        &["--apply"],
+        &[
+            ("HARMONY_OKD_SERVICES_DIR", services.as_path()),
+            ("HARMONY_OKD_IGNITION_DIR", ignition.as_path()),
+        ],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--yes"), "{err}");
+    assert!(err.contains("reboot"), "{err}");
+    assert!(err.contains("nothing was applied"), "{err}");
+    assert!(!services.exists(), "the services folder was created");
+    assert!(!dir.path().join("harmony-out").exists());
+}

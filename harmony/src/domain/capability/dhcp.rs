@@ -1,0 +1,54 @@
+//! The DHCP capability: fixed host reservations (MAC -> IP -> host name) and PXE boot options.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use harmony_types::{HostName, IpAddress, MacAddress, Url};
+
+use super::CapabilityError;
+use crate::domain::outcome::ObjectChange;
+
+/// A DHCP reservation: the host with this MAC always gets this address and host name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct DhcpHostBinding {
+    /// The NIC that PXE-boots.
+    pub mac: MacAddress,
+    /// The address reserved for it.
+    pub ip: IpAddress,
+    /// The host name handed out with the lease (short name, e.g. `worker0`).
+    pub hostname: HostName,
+}
+
+/// What PXE clients are told to boot: an iPXE binary over TFTP for firmware that is not iPXE yet,
+/// and an HTTP script for iPXE itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PxeBootOptions {
+    /// The TFTP server holding the iPXE binaries (`next-server`).
+    pub tftp_server: IpAddress,
+    /// iPXE binary for legacy BIOS clients, e.g. `undionly.kpxe`.
+    pub bios_file: String,
+    /// iPXE binary for x86-64 UEFI clients, e.g. `ipxe.efi`.
+    pub uefi_file: String,
+    /// The script iPXE chains to, e.g. `http://10.0.0.1:8080/boot.ipxe`.
+    pub ipxe_script: Url,
+}
+
+/// A DHCP server with fixed reservations and PXE options.
+#[async_trait]
+pub trait DhcpServer: Send + Sync {
+    /// Ensures each binding exists (keyed by MAC); bindings of other MACs are kept. Fails,
+    /// touching nothing, when an address or host name is already reserved for another MAC.
+    async fn ensure_bindings(
+        &self,
+        bindings: &[DhcpHostBinding],
+    ) -> Result<Vec<ObjectChange>, CapabilityError>;
+
+    /// The reservations currently configured, sorted by MAC.
+    async fn bindings(&self) -> Result<Vec<DhcpHostBinding>, CapabilityError>;
+
+    /// Sets the PXE boot options handed to every reserved host.
+    async fn set_pxe_options(
+        &self,
+        options: &PxeBootOptions,
+    ) -> Result<Vec<ObjectChange>, CapabilityError>;
+}

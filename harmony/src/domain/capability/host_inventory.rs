@@ -1,0 +1,50 @@
+//! The host-inventory capability: discovered machines, their roles and their logical hosts,
+//! persisted so a second run sees what the first one found and decided.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use harmony_types::{HostName, Id, MacAddress};
+
+use super::CapabilityError;
+use crate::domain::inventory::{HostRole, PhysicalHost, RoleAssignment};
+use crate::domain::outcome::ObjectChange;
+
+/// A physical host bound to a logical host of the cluster, through the MAC it boots from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HostBinding {
+    /// The physical host's id.
+    pub host: Id,
+    /// The role of the logical host (and so of the physical host).
+    pub role: HostRole,
+    /// The logical host's short name, e.g. `worker0`.
+    pub logical: HostName,
+    /// The MAC the host PXE-boots from.
+    pub mac: MacAddress,
+}
+
+/// Where discovered hosts, role assignments and bindings are kept.
+#[async_trait]
+pub trait HostInventory: Send + Sync {
+    /// Every known host, sorted by id.
+    async fn known_hosts(&self) -> Result<Vec<PhysicalHost>, CapabilityError>;
+
+    /// Adds a host or updates its facts (keyed by id).
+    async fn record_host(&self, host: &PhysicalHost) -> Result<ObjectChange, CapabilityError>;
+
+    /// Every role assignment, sorted by host id.
+    async fn role_assignments(&self) -> Result<Vec<RoleAssignment>, CapabilityError>;
+
+    /// Gives a known host a role; fails when it already has another one.
+    async fn assign_role(
+        &self,
+        assignment: &RoleAssignment,
+    ) -> Result<ObjectChange, CapabilityError>;
+
+    /// Every binding, sorted by logical host name.
+    async fn host_bindings(&self) -> Result<Vec<HostBinding>, CapabilityError>;
+
+    /// Records a binding; re-recording the same binding is `unchanged`, and binding a host or a
+    /// logical host that is already bound to something else fails.
+    async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError>;
+}

@@ -1,0 +1,411 @@
+//! dnsmasq as the DHCP, TFTP and DNS server of a bare-metal site.
+//!
+//! Harmony owns one folder: `dnsmasq.conf` (rendered from a template), `conf.d/pxe.conf`,
+//! `conf.d/wildcards.conf`, `dhcp-hosts` (one reservation per line), `hosts` (one record per
+//! line) and `tftp/`. The files are the state: a second run reads them back, so reservations
+//! are never duplicated. In apply mode every change is checked with `dnsmasq --test` on a
+//! staging copy before the real files are touched; then a change to `dhcp-hosts` or `hosts`
+//! is picked up with SIGHUP (leases are kept), and a change to the main configuration
+//! restarts dnsmasq (leases survive in the lease file).
+
+mod config;
+
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use harmony_types::{HostName, IpAddress, Ipv4Cidr};
+
+use super::bare_metal::{Daemon, FileSync, ServiceMode, io_error};
+use crate::domain::capability::{
+    CapabilityError, DhcpHostBinding, DhcpServer, DnsRecord, DnsServer, PxeBootOptions, TftpFile,
+    TftpServer,
+};
+use crate::domain::{ChangeAction, ObjectChange};
+
+pub use config::{DnsmasqState, render_files};
+
+/// Where dnsmasq listens and what it serves, fixed for a site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsmasqSettings {
+    /// The folder Harmony owns for dnsmasq's files.
+    pub dir: PathBuf,
+    /// Address DNS, DHCP and TFTP listen on.
+    pub listen: IpAddress,
+    /// Interface to serve DHCP on; `None` serves it where `listen` is configured.
+    pub interface: Option<String>,
+    /// DNS port (53).
+    pub dns_port: u16,
+    /// The network reservations are handed out in.
+    pub network: Ipv4Cidr,
+    /// The router handed out with each lease.
+    pub gateway: IpAddress,
+    /// The DNS domain of the hosts, e.g. `okd.example.com`.
+    pub domain: String,
+    /// Resolvers for names outside `domain`; none answers only local names.
+    pub upstream_dns: Vec<IpAddress>,
+    /// The dnsmasq binary.
+    pub binary: PathBuf,
+    /// Words run before the binary (e.g. `ip netns exec NAME`).
+    pub prefix: Vec<String>,
+}
+
+/// The dnsmasq backend of the DHCP, TFTP and DNS capabilities.
+#[derive(Debug)]
+pub struct Dnsmasq {
+    settings: DnsmasqSettings,
+    mode: ServiceMode,
+    lock: std::sync::Mutex<()>,
+}
+
+const MAIN_FILES: [&str; 3] = ["dnsmasq.conf", "conf.d/pxe.conf", "conf.d/wildcards.conf"];
+const RELOAD_WAIT: Duration = Duration::from_secs(10);
+
+impl Dnsmasq {
+    /// A backend writing into `settings.dir` and, in apply mode, running dnsmasq.
+    pub fn new(settings: DnsmasqSettings, mode: ServiceMode) -> Self {
+        Self {
+            settings,
+            mode,
+            lock: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &DnsmasqSettings {
+        &self.settings
+    }
+
+    /// The daemon Harmony runs (apply mode).
+    pub fn daemon(&self) -> Daemon {
+        Daemon {
+            binary: self.settings.binary.clone(),
+            prefix: self.settings.prefix.clone(),
+            pidfile: self.settings.dir.join("dnsmasq.pid"),
+            install: "apt-get install dnsmasq-base".into(),
+        }
+    }
+
+    /// Reads the state back from the folder (empty when nothing was written yet).
+    pub fn load_state(&self) -> Result<DnsmasqState, CapabilityError> {
+        DnsmasqState::load(&self.settings.dir)
+    }
+
+    /// Brings the folder to `state`, then (apply mode) checks and reloads dnsmasq. Returns a
+    /// change for each file in `own` and for any other file that changed.
+    fn converge(
+        &self,
+        state: &DnsmasqState,
+        own: &[&str],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        let dir = &self.settings.dir;
+        let sync = self.file_sync(dir, state)?;
+        let planned = sync.plan()?;
+        let changed: Vec<&ObjectChange> = planned
+            .iter()
+            .filter(|c| c.action != ChangeAction::Unchanged)
+            .collect();
+        let keep = |c: &ObjectChange| {
+            c.action != ChangeAction::Unchanged || own.iter().any(|o| c.object.ends_with(o))
+        };
+        if self.mode == ServiceMode::Plan {
+            return Ok(planned.into_iter().filter(keep).collect());
+        }
+        let running = self.mode == ServiceMode::Apply && self.daemon().running_pid().is_some();
+        if self.mode == ServiceMode::Apply && (!changed.is_empty() || !running) {
+            self.check(state)?;
+        }
+        let main_changed = changed
+            .iter()
+            .any(|c| MAIN_FILES.iter().any(|m| c.object.ends_with(m)));
+        let any_changed = !changed.is_empty();
+        let applied = sync.apply()?;
+        for sub in ["tftp", "conf.d"] {
+            std::fs::create_dir_all(dir.join(sub)).map_err(|e| io_error(&dir.join(sub), e))?;
+        }
+        if self.mode == ServiceMode::Apply {
+            self.reload(running, main_changed, any_changed)?;
+        }
+        Ok(applied.into_iter().filter(keep).collect())
+    }
+
+    fn file_sync(&self, dir: &Path, state: &DnsmasqState) -> Result<FileSync, CapabilityError> {
+        let files = render_files(
+            &DnsmasqSettings {
+                dir: dir.to_path_buf(),
+                ..self.settings.clone()
+            },
+            state,
+        )?;
+        let mut sync = FileSync::new();
+        for (name, text) in files {
+            sync.add(format!("dnsmasq {name}"), dir.join(&name), text);
+        }
+        Ok(sync)
+    }
+
+    /// `dnsmasq --test` on a staging copy, so a rejected configuration never reaches the
+    /// real folder.
+    fn check(&self, state: &DnsmasqState) -> Result<(), CapabilityError> {
+        let staging = self.settings.dir.join(".staging");
+        let _ = std::fs::remove_dir_all(&staging);
+        let sync = self.file_sync(&staging, state)?;
+        sync.apply()?;
+        for sub in ["tftp", "conf.d"] {
+            std::fs::create_dir_all(staging.join(sub)).map_err(|e| io_error(&staging, e))?;
+        }
+        let result = self.daemon().run(&[
+            "--test".into(),
+            format!("--conf-file={}", staging.join("dnsmasq.conf").display()),
+        ]);
+        let _ = std::fs::remove_dir_all(&staging);
+        result.map(|_| ()).map_err(|e| CapabilityError::Rejected {
+            object: "dnsmasq configuration".into(),
+            server: "dnsmasq --test".into(),
+            message: e.to_string(),
+        })
+    }
+
+    fn reload(
+        &self,
+        running: bool,
+        main_changed: bool,
+        any_changed: bool,
+    ) -> Result<(), CapabilityError> {
+        let daemon = self.daemon();
+        let failed = |e: super::bare_metal::DaemonError| CapabilityError::Rejected {
+            object: "dnsmasq".into(),
+            server: "dnsmasq".into(),
+            message: e.to_string(),
+        };
+        if running && !main_changed {
+            if any_changed {
+                let log = self.settings.dir.join("dnsmasq.log");
+                let before = count_reads(&log);
+                daemon.signal(libc::SIGHUP);
+                let start = Instant::now();
+                while count_reads(&log) <= before && start.elapsed() < RELOAD_WAIT {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            return Ok(());
+        }
+        daemon.stop(RELOAD_WAIT).map_err(failed)?;
+        daemon
+            .run(&[format!(
+                "--conf-file={}",
+                self.settings.dir.join("dnsmasq.conf").display()
+            )])
+            .map_err(failed)?;
+        let start = Instant::now();
+        while daemon.running_pid().is_none() {
+            if start.elapsed() > RELOAD_WAIT {
+                return Err(CapabilityError::Unreachable {
+                    server: "dnsmasq".into(),
+                    reason: format!(
+                        "started but wrote no pid to {} within {RELOAD_WAIT:?}; see {}",
+                        daemon.pidfile.display(),
+                        self.settings.dir.join("dnsmasq.log").display()
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
+    /// Stops the dnsmasq Harmony started, if any (tests and teardown).
+    pub fn stop(&self) -> Result<(), CapabilityError> {
+        self.daemon()
+            .stop(RELOAD_WAIT)
+            .map_err(|e| CapabilityError::Rejected {
+                object: "dnsmasq".into(),
+                server: "dnsmasq".into(),
+                message: e.to_string(),
+            })
+    }
+
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        tokio::task::block_in_place(f)
+    }
+}
+
+/// How many times dnsmasq logged re-reading its hosts files (it logs one line per file).
+fn count_reads(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .map(|t| t.lines().filter(|l| l.contains(": read ")).count())
+        .unwrap_or(0)
+}
+
+fn invalid(object: impl Into<String>, problem: impl Into<String>) -> CapabilityError {
+    CapabilityError::InvalidObject {
+        object: object.into(),
+        problem: problem.into(),
+    }
+}
+
+#[async_trait]
+impl DhcpServer for Dnsmasq {
+    async fn ensure_bindings(
+        &self,
+        bindings: &[DhcpHostBinding],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        self.locked(|| {
+            let mut state = self.load_state()?;
+            let net = self.settings.network;
+            for b in bindings {
+                if !net.contains(b.ip) {
+                    return Err(invalid(
+                        format!("DHCP reservation {} ({})", b.hostname, b.mac),
+                        format!(
+                            "address {} is outside the DHCP network {net}; reserve an address inside it",
+                            b.ip
+                        ),
+                    ));
+                }
+                let clash = state
+                    .bindings
+                    .values()
+                    .chain(bindings.iter())
+                    .find(|o| o.mac != b.mac && (o.ip == b.ip || o.hostname == b.hostname));
+                if let Some(o) = clash {
+                    return Err(invalid(
+                        format!("DHCP reservation {} ({})", b.hostname, b.mac),
+                        format!(
+                            "{} / {} is already reserved for MAC {} ({} / {}); free it first or pick another address and name",
+                            b.ip, b.hostname, o.mac, o.ip, o.hostname
+                        ),
+                    ));
+                }
+            }
+            for b in bindings {
+                state.bindings.insert(b.mac, b.clone());
+            }
+            self.converge(&state, &["dhcp-hosts"])
+        })
+    }
+
+    async fn bindings(&self) -> Result<Vec<DhcpHostBinding>, CapabilityError> {
+        self.locked(|| Ok(self.load_state()?.bindings.into_values().collect()))
+    }
+
+    async fn set_pxe_options(
+        &self,
+        options: &PxeBootOptions,
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        for (what, file) in [
+            ("bios_file", &options.bios_file),
+            ("uefi_file", &options.uefi_file),
+        ] {
+            if file.is_empty() || file.contains(['/', ',', ' ']) {
+                return Err(invalid(
+                    format!("PXE option {what}"),
+                    format!("{file:?} must be a plain file name inside the TFTP root"),
+                ));
+            }
+        }
+        self.locked(|| {
+            let mut state = self.load_state()?;
+            state.pxe = Some(options.clone());
+            self.converge(&state, &["conf.d/pxe.conf"])
+        })
+    }
+}
+
+#[async_trait]
+impl DnsServer for Dnsmasq {
+    async fn ensure_records(
+        &self,
+        records: &[DnsRecord],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        self.locked(|| {
+            let mut state = self.load_state()?;
+            let mut wanted: BTreeMap<(bool, HostName), IpAddress> = BTreeMap::new();
+            for r in records {
+                let (key, ip) = match r {
+                    DnsRecord::A { name, ip } => ((false, name.clone()), *ip),
+                    DnsRecord::Wildcard { domain, ip } => ((true, domain.clone()), *ip),
+                };
+                if let Some(other) = wanted.insert(key.clone(), ip).filter(|o| *o != ip) {
+                    return Err(invalid(
+                        format!("DNS record {}", key.1),
+                        format!("declared with two addresses, {other} and {ip}; keep one"),
+                    ));
+                }
+            }
+            for ((wild, name), ip) in wanted {
+                if wild {
+                    state.wildcards.insert(name, ip);
+                } else {
+                    state.hosts.insert(name, ip);
+                }
+            }
+            self.converge(&state, &["hosts", "conf.d/wildcards.conf"])
+        })
+    }
+
+    async fn records(&self) -> Result<Vec<DnsRecord>, CapabilityError> {
+        self.locked(|| {
+            let state = self.load_state()?;
+            let mut out: Vec<DnsRecord> = state
+                .hosts
+                .into_iter()
+                .map(|(name, ip)| DnsRecord::A { name, ip })
+                .chain(
+                    state
+                        .wildcards
+                        .into_iter()
+                        .map(|(domain, ip)| DnsRecord::Wildcard { domain, ip }),
+                )
+                .collect();
+            out.sort();
+            Ok(out)
+        })
+    }
+}
+
+#[async_trait]
+impl TftpServer for Dnsmasq {
+    async fn ensure_tftp_files(
+        &self,
+        files: &[TftpFile],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        self.locked(|| {
+            let root = self.settings.dir.join("tftp");
+            let mut sync = FileSync::new();
+            for f in files {
+                if f.name.is_empty() || f.name.contains(['/', '\\']) || f.name.starts_with('.') {
+                    return Err(invalid(
+                        format!("TFTP file {:?}", f.name),
+                        "must be a plain file name inside the TFTP root",
+                    ));
+                }
+                let bytes = std::fs::read(&f.source).map_err(|e| CapabilityError::Io {
+                    path: f.source.display().to_string(),
+                    source: std::io::Error::new(
+                        e.kind(),
+                        format!(
+                            "{e}; the iPXE binaries come from Debian's `ipxe` package (apt-get install ipxe) or set the file's source"
+                        ),
+                    ),
+                })?;
+                sync.add(format!("TFTP {}", f.name), root.join(&f.name), bytes);
+            }
+            match self.mode {
+                ServiceMode::Plan => sync.plan(),
+                _ => sync.apply(),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Golden-file comparison shared by the backends' template tests.
+#[cfg(test)]
+pub(crate) fn golden_for_tests(name: &str, actual: &str) {
+    tests::golden(name, actual)
+}

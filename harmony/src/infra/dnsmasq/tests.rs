@@ -1,0 +1,158 @@
+use super::*;
+use harmony_types::MacAddress;
+use std::path::Path;
+
+pub(crate) fn settings(dir: &Path) -> DnsmasqSettings {
+    DnsmasqSettings {
+        dir: dir.to_path_buf(),
+        listen: IpAddress::parse("10.10.0.2").unwrap(),
+        interface: None,
+        dns_port: 53,
+        network: Ipv4Cidr::parse("10.10.0.0/24").unwrap(),
+        gateway: IpAddress::parse("10.10.0.1").unwrap(),
+        domain: "okd.example.com".into(),
+        upstream_dns: vec![],
+        binary: "dnsmasq".into(),
+        prefix: vec![],
+    }
+}
+
+fn binding(mac: &str, ip: &str, name: &str) -> DhcpHostBinding {
+    DhcpHostBinding {
+        mac: MacAddress::parse(mac).unwrap(),
+        ip: IpAddress::parse(ip).unwrap(),
+        hostname: HostName::parse(name).unwrap(),
+    }
+}
+
+fn pxe() -> PxeBootOptions {
+    PxeBootOptions {
+        tftp_server: IpAddress::parse("10.10.0.2").unwrap(),
+        bios_file: "undionly.kpxe".into(),
+        uefi_file: "ipxe.efi".into(),
+        ipxe_script: harmony_types::Url::parse("http://10.10.0.2:8080/boot.ipxe").unwrap(),
+    }
+}
+
+/// Compares `actual` with the golden file; `HARMONY_BLESS=1` rewrites it.
+pub(crate) fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("HARMONY_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (run with HARMONY_BLESS=1 to create it)",
+            path.display()
+        )
+    });
+    assert_eq!(actual, expected, "golden file {} differs", path.display());
+}
+
+#[test]
+fn golden_files() {
+    let mut state = DnsmasqState::default();
+    for b in [
+        binding("52:54:00:00:00:22", "10.10.0.22", "worker1"),
+        binding("52:54:00:00:00:21", "10.10.0.21", "worker0"),
+    ] {
+        state.bindings.insert(b.mac, b);
+    }
+    state.hosts.insert(
+        HostName::parse("api.okd.example.com").unwrap(),
+        IpAddress::parse("10.10.0.2").unwrap(),
+    );
+    state.wildcards.insert(
+        HostName::parse("apps.okd.example.com").unwrap(),
+        IpAddress::parse("10.10.0.2").unwrap(),
+    );
+    state.pxe = Some(pxe());
+    let files = render_files(&settings(Path::new("/var/lib/harmony/dnsmasq")), &state).unwrap();
+    for (name, text) in &files {
+        golden(&format!("dnsmasq/{name}"), text);
+    }
+    assert!(files["dhcp-hosts"].starts_with("52:54:00:00:00:21,10.10.0.21,worker0\n"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn state_round_trips_and_rerun_does_not_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Dnsmasq::new(settings(dir.path()), ServiceMode::Render);
+    let b = [binding("52:54:00:00:00:21", "10.10.0.21", "worker0")];
+    let first = d.ensure_bindings(&b).await.unwrap();
+    assert!(
+        first
+            .iter()
+            .any(|c| c.object == "dnsmasq dhcp-hosts" && c.action == ChangeAction::Create)
+    );
+    d.set_pxe_options(&pxe()).await.unwrap();
+    d.ensure_records(&[DnsRecord::Wildcard {
+        domain: HostName::parse("apps.okd.example.com").unwrap(),
+        ip: IpAddress::parse("10.10.0.2").unwrap(),
+    }])
+    .await
+    .unwrap();
+    let again = d.ensure_bindings(&b).await.unwrap();
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].action, ChangeAction::Unchanged);
+    let text = std::fs::read_to_string(dir.path().join("dhcp-hosts")).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let state = d.load_state().unwrap();
+    assert_eq!(state.pxe, Some(pxe()));
+    assert_eq!(state.wildcards.len(), 1);
+    assert_eq!(d.bindings().await.unwrap(), b.to_vec());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn conflicts_and_bad_input_touch_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Dnsmasq::new(settings(dir.path()), ServiceMode::Render);
+    d.ensure_bindings(&[binding("52:54:00:00:00:21", "10.10.0.21", "worker0")])
+        .await
+        .unwrap();
+    let before = std::fs::read(dir.path().join("dhcp-hosts")).unwrap();
+    let err = d
+        .ensure_bindings(&[binding("52:54:00:00:00:99", "10.10.0.21", "worker9")])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("52:54:00:00:00:21"), "{err}");
+    let err = d
+        .ensure_bindings(&[binding("52:54:00:00:00:98", "10.99.0.5", "worker8")])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("outside the DHCP network 10.10.0.0/24"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("dhcp-hosts")).unwrap(),
+        before
+    );
+    let err = d
+        .ensure_tftp_files(&[TftpFile {
+            name: "undionly.kpxe".into(),
+            source: dir.path().join("missing.kpxe"),
+        }])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("apt-get install ipxe"), "{err}");
+    std::fs::write(dir.path().join("dhcp-hosts"), "garbage\n").unwrap();
+    let err = d.bindings().await.unwrap_err();
+    assert!(err.to_string().contains("dhcp-hosts:1"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_mode_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Dnsmasq::new(settings(&dir.path().join("d")), ServiceMode::Plan);
+    let changes = d
+        .ensure_bindings(&[binding("52:54:00:00:00:21", "10.10.0.21", "worker0")])
+        .await
+        .unwrap();
+    assert!(changes.iter().all(|c| c.action == ChangeAction::Create));
+    assert!(!dir.path().join("d").exists());
+}

@@ -1,0 +1,140 @@
+//! The HTTP boot server: an embedded server (hyper) that serves iPXE scripts, ignition files
+//! and images from a folder Harmony owns, logs every request, and takes hardware reports from
+//! hosts being discovered (`POST /discovery`). See adr/0010.
+
+mod server;
+
+use async_trait::async_trait;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use harmony_types::Url;
+
+use super::bare_metal::{FileSync, ServiceMode};
+use crate::domain::ObjectChange;
+use crate::domain::capability::{CapabilityError, HttpAccess, HttpFile, HttpServer};
+
+pub use server::{DiscoverySink, HttpBootServer, parse_access_line};
+
+/// The HTTP boot backend: files under `<dir>/www`, requests logged to `<dir>/access.log`.
+#[derive(Debug)]
+pub struct HttpBoot {
+    dir: PathBuf,
+    base_url: Url,
+    mode: ServiceMode,
+    server: Mutex<Option<HttpBootServer>>,
+}
+
+impl HttpBoot {
+    /// A backend serving `dir/www` at `base_url` (the server is started separately).
+    pub fn new(dir: PathBuf, base_url: Url, mode: ServiceMode) -> Self {
+        Self {
+            dir,
+            base_url,
+            mode,
+            server: Mutex::new(None),
+        }
+    }
+
+    /// The folder served.
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("www")
+    }
+
+    /// The access log file.
+    pub fn access_log_path(&self) -> PathBuf {
+        self.dir.join("access.log")
+    }
+
+    /// Starts serving on `listener` (already bound, possibly inside another network namespace);
+    /// replaces a server started before. Needs a Tokio runtime.
+    pub fn serve_on(
+        &self,
+        listener: std::net::TcpListener,
+        discovery: Option<DiscoverySink>,
+    ) -> Result<std::net::SocketAddr, CapabilityError> {
+        std::fs::create_dir_all(self.root())
+            .map_err(|e| super::bare_metal::io_error(&self.root(), e))?;
+        let server = HttpBootServer::start(
+            listener,
+            self.root(),
+            Some(self.access_log_path()),
+            discovery,
+        )
+        .map_err(|e| super::bare_metal::io_error(&self.access_log_path(), e))?;
+        let addr = server.local_addr();
+        *self.server.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
+        Ok(addr)
+    }
+
+    /// Whether a server is running.
+    pub fn is_serving(&self) -> bool {
+        self.server.lock().map(|s| s.is_some()).unwrap_or(false)
+    }
+}
+
+fn check_path(path: &str) -> Result<(), CapabilityError> {
+    let ok = !path.is_empty()
+        && !path.starts_with('/')
+        && path.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(CapabilityError::InvalidObject {
+            object: format!("HTTP file {path:?}"),
+            problem: "paths are relative, '/'-separated, of letters, digits, '.', '-' and '_', without '..'".into(),
+        })
+    }
+}
+
+#[async_trait]
+impl HttpServer for HttpBoot {
+    fn base_url(&self) -> Url {
+        self.base_url.clone()
+    }
+
+    async fn ensure_http_files(
+        &self,
+        files: &[HttpFile],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        let mut sync = FileSync::new();
+        for f in files {
+            check_path(&f.path)?;
+            sync.add(
+                format!("HTTP /{}", f.path),
+                self.root().join(&f.path),
+                f.content.clone(),
+            );
+        }
+        tokio::task::block_in_place(|| match self.mode {
+            ServiceMode::Plan => sync.plan(),
+            _ => sync.apply(),
+        })
+    }
+
+    async fn access_log(&self) -> Result<Vec<HttpAccess>, CapabilityError> {
+        if let Some(server) = self
+            .server
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            return Ok(server.accesses());
+        }
+        match std::fs::read_to_string(self.access_log_path()) {
+            Ok(text) => Ok(text.lines().filter_map(parse_access_line).collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(super::bare_metal::io_error(&self.access_log_path(), e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

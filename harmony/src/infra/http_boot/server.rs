@@ -1,0 +1,274 @@
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+
+use crate::domain::capability::HttpAccess;
+use crate::domain::inventory::PhysicalHost;
+
+/// Receives the hardware report of a host being discovered; an `Err` is answered 400 with it.
+pub type DiscoverySink = Arc<dyn Fn(PhysicalHost) -> Result<(), String> + Send + Sync>;
+
+type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+const MAX_REPORT: usize = 1 << 20;
+
+/// A running server; stops when dropped.
+pub struct HttpBootServer {
+    addr: SocketAddr,
+    accesses: Arc<Mutex<Vec<HttpAccess>>>,
+    stop: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for HttpBootServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpBootServer")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+struct Shared {
+    root: PathBuf,
+    log_file: Option<Mutex<std::fs::File>>,
+    accesses: Arc<Mutex<Vec<HttpAccess>>>,
+    discovery: Option<DiscoverySink>,
+}
+
+impl HttpBootServer {
+    /// Serves `root` on `listener`, appending one line per request to `access_log`. Needs a
+    /// Tokio runtime.
+    pub fn start(
+        listener: std::net::TcpListener,
+        root: PathBuf,
+        access_log: Option<PathBuf>,
+        discovery: Option<DiscoverySink>,
+    ) -> std::io::Result<Self> {
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let log_file = match access_log {
+            Some(path) => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                Some(Mutex::new(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(path)?,
+                ))
+            }
+            None => None,
+        };
+        let accesses = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::new(Shared {
+            root,
+            log_file,
+            accesses: accesses.clone(),
+            discovery,
+        });
+        let (stop, mut stopped) = watch::channel(false);
+        tokio::spawn(async move {
+            loop {
+                let accepted = tokio::select! {
+                    a = listener.accept() => a,
+                    _ = stopped.changed() => break,
+                };
+                let Ok((stream, client)) = accepted else {
+                    continue;
+                };
+                let shared = shared.clone();
+                let mut conn_stop = stopped.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| {
+                        let shared = shared.clone();
+                        async move {
+                            Ok::<_, std::convert::Infallible>(handle(&shared, client, req).await)
+                        }
+                    });
+                    let conn =
+                        http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                    tokio::select! {
+                        _ = conn => {},
+                        _ = conn_stop.changed() => {},
+                    }
+                });
+            }
+        });
+        Ok(Self {
+            addr,
+            accesses,
+            stop,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Requests answered so far, oldest first.
+    pub fn accesses(&self) -> Vec<HttpAccess> {
+        self.accesses.lock().map(|a| a.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for HttpBootServer {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Parses one access-log line (`CLIENT METHOD PATH STATUS`).
+pub fn parse_access_line(line: &str) -> Option<HttpAccess> {
+    let mut parts = line.split_whitespace();
+    Some(HttpAccess {
+        client: parts.next()?.to_string(),
+        method: parts.next()?.to_string(),
+        path: parts.next()?.to_string(),
+        status: parts.next()?.parse().ok()?,
+    })
+}
+
+fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(body.into()))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *r.status_mut() = status;
+    r
+}
+
+async fn handle(shared: &Shared, client: SocketAddr, req: Request<Incoming>) -> Response<Body> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let response = match (&method, path.as_str()) {
+        (&Method::POST, "/discovery") => discovery(shared, req).await,
+        (&Method::GET | &Method::HEAD, _) => {
+            file(&shared.root, &path, method == Method::HEAD).await
+        }
+        _ => text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "GET, HEAD or POST /discovery\n",
+        ),
+    };
+    let access = HttpAccess {
+        client: client.ip().to_string(),
+        method: method.to_string(),
+        path,
+        status: response.status().as_u16(),
+    };
+    log::info!(
+        "http boot: {} {} {} {}",
+        access.client,
+        access.method,
+        access.path,
+        access.status
+    );
+    if let Some(file) = &shared.log_file
+        && let Ok(mut f) = file.lock()
+    {
+        let _ = writeln!(
+            f,
+            "{} {} {} {}",
+            access.client, access.method, access.path, access.status
+        );
+        let _ = f.flush();
+    }
+    if let Ok(mut a) = shared.accesses.lock() {
+        a.push(access);
+    }
+    response
+}
+
+fn resolve(root: &Path, path: &str) -> Option<PathBuf> {
+    let rel = path.strip_prefix('/')?;
+    let ok = !rel.is_empty()
+        && rel.split('/').all(|s| {
+            !s.is_empty()
+                && s != "."
+                && s != ".."
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        });
+    ok.then(|| root.join(rel))
+}
+
+async fn file(root: &Path, path: &str, head: bool) -> Response<Body> {
+    let Some(full) = resolve(root, path) else {
+        return text(StatusCode::NOT_FOUND, "not found\n");
+    };
+    let Ok(f) = tokio::fs::File::open(&full).await else {
+        return text(StatusCode::NOT_FOUND, "not found\n");
+    };
+    let len = match f.metadata().await {
+        Ok(m) if m.is_file() => m.len(),
+        _ => return text(StatusCode::NOT_FOUND, "not found\n"),
+    };
+    let body: Body = if head {
+        Full::new(Bytes::new())
+            .map_err(|never| match never {})
+            .boxed_unsync()
+    } else {
+        let stream = futures::stream::unfold(Some(f), |state| async move {
+            let mut f = state?;
+            let mut buf = vec![0u8; 64 * 1024];
+            match f.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok(Frame::data(Bytes::from(buf))), Some(f)))
+                }
+                Err(e) => Some((Err(e), None)),
+            }
+        });
+        BodyExt::boxed_unsync(StreamBody::new(stream.boxed()))
+    };
+    let mut r = Response::new(body);
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&len.to_string()) {
+        r.headers_mut().insert(hyper::header::CONTENT_LENGTH, v);
+    }
+    r
+}
+
+async fn discovery(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+    let Some(sink) = &shared.discovery else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "discovery is not enabled on this server\n",
+        );
+    };
+    let bytes = match Limited::new(req.into_body(), MAX_REPORT).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the report: {e}\n"),
+            );
+        }
+    };
+    let host: PhysicalHost = match serde_json::from_slice(&bytes) {
+        Ok(h) => h,
+        Err(e) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("the report is not a host description: {e}\n"),
+            );
+        }
+    };
+    match sink(host) {
+        Ok(()) => text(StatusCode::CREATED, "recorded\n"),
+        Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    }
+}

@@ -1,0 +1,123 @@
+use super::*;
+use crate::domain::ChangeAction;
+use crate::domain::inventory::PhysicalHost;
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+fn request(addr: std::net::SocketAddr, raw: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(raw.as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+fn get(addr: std::net::SocketAddr, path: &str) -> String {
+    request(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serves_files_logs_requests_and_takes_discovery_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let boot = HttpBoot::new(
+        dir.path().to_path_buf(),
+        Url::parse("http://127.0.0.1:8080/").unwrap(),
+        ServiceMode::Apply,
+    );
+    let files = [HttpFile {
+        path: "ipxe/52-54-00-00-00-21.ipxe".into(),
+        content: b"#!ipxe\necho hi\n".to_vec(),
+    }];
+    let first = boot.ensure_http_files(&files).await.unwrap();
+    assert_eq!(first[0].action, ChangeAction::Create);
+    assert_eq!(
+        boot.ensure_http_files(&files).await.unwrap()[0].action,
+        ChangeAction::Unchanged
+    );
+    let reports: Arc<std::sync::Mutex<Vec<PhysicalHost>>> = Arc::default();
+    let seen = reports.clone();
+    let sink: DiscoverySink = Arc::new(move |h| {
+        seen.lock().unwrap().push(h);
+        Ok(())
+    });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = boot.serve_on(listener, Some(sink)).unwrap();
+
+    let ok = tokio::task::spawn_blocking(move || get(addr, "/ipxe/52-54-00-00-00-21.ipxe"))
+        .await
+        .unwrap();
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    assert!(ok.ends_with("#!ipxe\necho hi\n"), "{ok}");
+    let missing = tokio::task::spawn_blocking(move || get(addr, "/ipxe/../../etc/passwd"))
+        .await
+        .unwrap();
+    assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+
+    let report =
+        serde_json::json!({"id": "host-a", "hostname": null, "macs": ["52:54:00:00:00:31"],
+        "cpu_count": 4, "memory_bytes": 8589934592u64, "disks": []})
+        .to_string();
+    let posted = tokio::task::spawn_blocking(move || {
+        request(
+            addr,
+            &format!(
+                "POST /discovery HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{report}",
+                report.len()
+            ),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(posted.starts_with("HTTP/1.1 201"), "{posted}");
+    assert_eq!(reports.lock().unwrap()[0].id.as_str(), "host-a");
+    let bad = tokio::task::spawn_blocking(move || {
+        request(
+            addr,
+            "POST /discovery HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        )
+    })
+    .await
+    .unwrap();
+    assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
+
+    let log = boot.access_log().await.unwrap();
+    let paths: Vec<(&str, u16)> = log.iter().map(|a| (a.path.as_str(), a.status)).collect();
+    assert_eq!(
+        paths,
+        [
+            ("/ipxe/52-54-00-00-00-21.ipxe", 200),
+            ("/ipxe/../../etc/passwd", 404),
+            ("/discovery", 201),
+            ("/discovery", 400)
+        ]
+    );
+    let file = std::fs::read_to_string(boot.access_log_path()).unwrap();
+    assert!(
+        file.contains("127.0.0.1 GET /ipxe/52-54-00-00-00-21.ipxe 200"),
+        "{file}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_paths_are_rejected_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let boot = HttpBoot::new(
+        dir.path().to_path_buf(),
+        Url::parse("http://127.0.0.1:8080/").unwrap(),
+        ServiceMode::Render,
+    );
+    for bad in ["../x", "/abs", "a//b", "a b"] {
+        let err = boot
+            .ensure_http_files(&[HttpFile {
+                path: bad.into(),
+                content: vec![],
+            }])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+    }
+    assert!(!dir.path().join("www").exists());
+}

@@ -1,0 +1,493 @@
+//! The host inventory in SQLite: one embedded file (or memory), no server.
+//!
+//! Tables: `hosts` (facts), `roles` (host -> role) and `bindings` (host -> logical host, with
+//! unique constraints so a host or a logical host is never bound twice).
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use harmony_types::{HostName, Id, MacAddress};
+
+use crate::domain::capability::{CapabilityError, HostBinding, HostInventory};
+use crate::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
+use crate::domain::{ChangeAction, ObjectChange};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS hosts (
+    id TEXT PRIMARY KEY,
+    hostname TEXT,
+    macs TEXT NOT NULL,
+    cpu_count INTEGER NOT NULL,
+    memory_bytes INTEGER NOT NULL,
+    disks TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS roles (
+    host TEXT PRIMARY KEY REFERENCES hosts(id),
+    role TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bindings (
+    host TEXT PRIMARY KEY REFERENCES hosts(id),
+    role TEXT NOT NULL,
+    logical TEXT NOT NULL UNIQUE,
+    mac TEXT NOT NULL UNIQUE
+);
+";
+
+/// The SQLite inventory.
+#[derive(Debug)]
+pub struct SqliteInventory {
+    location: String,
+    path: Option<PathBuf>,
+    conn: Mutex<Option<Connection>>,
+}
+
+fn db_error(location: &str, e: impl std::fmt::Display) -> CapabilityError {
+    CapabilityError::Rejected {
+        object: "host inventory".into(),
+        server: format!("SQLite {location}"),
+        message: e.to_string(),
+    }
+}
+
+fn role_text(r: HostRole) -> &'static str {
+    match r {
+        HostRole::Bootstrap => "bootstrap",
+        HostRole::ControlPlane => "control-plane",
+        HostRole::Worker => "worker",
+    }
+}
+
+fn parse_role(s: &str) -> Option<HostRole> {
+    match s {
+        "bootstrap" => Some(HostRole::Bootstrap),
+        "control-plane" => Some(HostRole::ControlPlane),
+        "worker" => Some(HostRole::Worker),
+        _ => None,
+    }
+}
+
+fn prepare(conn: &Connection, location: &str) -> Result<(), CapabilityError> {
+    conn.execute_batch(SCHEMA)
+        .map_err(|e| db_error(location, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| db_error(location, e))
+}
+
+impl SqliteInventory {
+    /// Opens (creating when missing) the inventory file at `path`.
+    pub fn open(path: &Path) -> Result<Self, CapabilityError> {
+        let location = path.display().to_string();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| CapabilityError::Io {
+                path: dir.display().to_string(),
+                source: e,
+            })?;
+        }
+        let conn = Connection::open(path).map_err(|e| db_error(&location, e))?;
+        Self::init(conn, location)
+    }
+
+    /// An inventory that lives in memory only (render mode, tests).
+    pub fn in_memory() -> Result<Self, CapabilityError> {
+        let conn = Connection::open_in_memory().map_err(|e| db_error(":memory:", e))?;
+        Self::init(conn, ":memory:".into())
+    }
+
+    /// An inventory at `path` that is opened (and created) only when first used, so building
+    /// a topology that then fails validation touches nothing.
+    pub fn open_lazily(path: &Path) -> Self {
+        Self {
+            location: path.display().to_string(),
+            path: Some(path.to_path_buf()),
+            conn: Mutex::new(None),
+        }
+    }
+
+    fn init(conn: Connection, location: String) -> Result<Self, CapabilityError> {
+        prepare(&conn, &location)?;
+        Ok(Self {
+            location,
+            path: None,
+            conn: Mutex::new(Some(conn)),
+        })
+    }
+
+    /// Where the inventory lives (a path or `:memory:`).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<R, CapabilityError>,
+    ) -> Result<R, CapabilityError> {
+        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none()
+            && let Some(path) = &self.path
+        {
+            *guard = Some(
+                Self::open(path)?
+                    .conn
+                    .into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .ok_or_else(|| self.err("not opened"))?,
+            );
+        }
+        match guard.as_ref() {
+            Some(conn) => f(conn),
+            None => Err(self.err("the inventory is not open")),
+        }
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> CapabilityError {
+        db_error(&self.location, e)
+    }
+
+    fn corrupt(&self, what: &str, e: impl std::fmt::Display) -> CapabilityError {
+        self.err(format!("row {what} cannot be read back: {e}"))
+    }
+
+    fn change(&self, object: String, action: ChangeAction) -> ObjectChange {
+        ObjectChange {
+            object,
+            action,
+            location: Some(format!("inventory {}", self.location)),
+            diff: Vec::new(),
+        }
+    }
+
+    /// Records a host synchronously (used by the discovery endpoint).
+    pub fn record_host_sync(&self, host: &PhysicalHost) -> Result<ObjectChange, CapabilityError> {
+        let macs = serde_json::to_string(&host.macs).map_err(|e| self.err(e))?;
+        let disks = serde_json::to_string(&host.disks).map_err(|e| self.err(e))?;
+        let hostname = host.hostname.as_ref().map(|h| h.to_string());
+        let memory = i64::try_from(host.memory_bytes).unwrap_or(i64::MAX);
+        self.with(|c| {
+            let old: Option<(Option<String>, String, i64, i64, String)> = c
+                .query_row(
+                    "SELECT hostname, macs, cpu_count, memory_bytes, disks FROM hosts WHERE id = ?1",
+                    params![host.id.as_str()],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            let new = (hostname.clone(), macs.clone(), i64::from(host.cpu_count), memory, disks.clone());
+            let action = match old {
+                None => ChangeAction::Create,
+                Some(o) if o == new => ChangeAction::Unchanged,
+                Some(_) => ChangeAction::Update,
+            };
+            if action != ChangeAction::Unchanged {
+                c.execute(
+                    "INSERT INTO hosts (id, hostname, macs, cpu_count, memory_bytes, disks)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT(id) DO UPDATE SET hostname = ?2, macs = ?3, cpu_count = ?4,
+                        memory_bytes = ?5, disks = ?6",
+                    params![host.id.as_str(), hostname, macs, host.cpu_count, memory, disks],
+                )
+                .map_err(|e| self.err(e))?;
+            }
+            Ok(self.change(format!("host {}", host.id), action))
+        })
+    }
+
+    fn hosts_sync(&self) -> Result<Vec<PhysicalHost>, CapabilityError> {
+        self.with(|c| {
+            let mut stmt = c
+                .prepare("SELECT id, hostname, macs, cpu_count, memory_bytes, disks FROM hosts ORDER BY id")
+                .map_err(|e| self.err(e))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<String>>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, i64>(4)?,
+                        r.get::<_, String>(5)?,
+                    ))
+                })
+                .map_err(|e| self.err(e))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, hostname, macs, cpu, mem, disks) = row.map_err(|e| self.err(e))?;
+                out.push(PhysicalHost {
+                    id: Id::parse(&id).map_err(|e| self.corrupt(&id, e))?,
+                    hostname: hostname
+                        .map(|h| HostName::parse(&h))
+                        .transpose()
+                        .map_err(|e| self.corrupt(&id, e))?,
+                    macs: serde_json::from_str(&macs).map_err(|e| self.corrupt(&id, e))?,
+                    cpu_count: u32::try_from(cpu).unwrap_or(0),
+                    memory_bytes: u64::try_from(mem).unwrap_or(0),
+                    disks: serde_json::from_str::<Vec<Disk>>(&disks)
+                        .map_err(|e| self.corrupt(&id, e))?,
+                });
+            }
+            Ok(out)
+        })
+    }
+}
+
+#[async_trait]
+impl HostInventory for SqliteInventory {
+    async fn known_hosts(&self) -> Result<Vec<PhysicalHost>, CapabilityError> {
+        self.hosts_sync()
+    }
+
+    async fn record_host(&self, host: &PhysicalHost) -> Result<ObjectChange, CapabilityError> {
+        self.record_host_sync(host)
+    }
+
+    async fn role_assignments(&self) -> Result<Vec<RoleAssignment>, CapabilityError> {
+        self.with(|c| {
+            let mut stmt = c
+                .prepare("SELECT host, role FROM roles ORDER BY host")
+                .map_err(|e| self.err(e))?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .map_err(|e| self.err(e))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (host, role) = row.map_err(|e| self.err(e))?;
+                out.push(RoleAssignment {
+                    host: Id::parse(&host).map_err(|e| self.corrupt(&host, e))?,
+                    role: parse_role(&role)
+                        .ok_or_else(|| self.corrupt(&host, format!("unknown role {role:?}")))?,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    async fn assign_role(
+        &self,
+        assignment: &RoleAssignment,
+    ) -> Result<ObjectChange, CapabilityError> {
+        let object = format!("role of host {}", assignment.host);
+        self.with(|c| {
+            let known: bool = c
+                .query_row(
+                    "SELECT COUNT(*) FROM hosts WHERE id = ?1",
+                    params![assignment.host.as_str()],
+                    |r| r.get::<_, i64>(0),
+                )
+                .map_err(|e| self.err(e))?
+                > 0;
+            if !known {
+                return Err(CapabilityError::InvalidObject {
+                    object: object.clone(),
+                    problem: format!(
+                        "host {} is not in the inventory; discover it first (boot it into discovery) or declare it",
+                        assignment.host
+                    ),
+                });
+            }
+            let old: Option<String> = c
+                .query_row(
+                    "SELECT role FROM roles WHERE host = ?1",
+                    params![assignment.host.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            let wanted = role_text(assignment.role);
+            match old.as_deref() {
+                Some(r) if r == wanted => Ok(self.change(object, ChangeAction::Unchanged)),
+                Some(r) => Err(CapabilityError::InvalidObject {
+                    object,
+                    problem: format!(
+                        "host {} already has role {r}; a host keeps its role (remove it from the inventory to reassign)",
+                        assignment.host
+                    ),
+                }),
+                None => {
+                    c.execute(
+                        "INSERT INTO roles (host, role) VALUES (?1, ?2)",
+                        params![assignment.host.as_str(), wanted],
+                    )
+                    .map_err(|e| self.err(e))?;
+                    Ok(self.change(object, ChangeAction::Create))
+                }
+            }
+        })
+    }
+
+    async fn host_bindings(&self) -> Result<Vec<HostBinding>, CapabilityError> {
+        self.with(|c| {
+            let mut stmt = c
+                .prepare("SELECT host, role, logical, mac FROM bindings ORDER BY logical")
+                .map_err(|e| self.err(e))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                })
+                .map_err(|e| self.err(e))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (host, role, logical, mac) = row.map_err(|e| self.err(e))?;
+                out.push(HostBinding {
+                    host: Id::parse(&host).map_err(|e| self.corrupt(&host, e))?,
+                    role: parse_role(&role)
+                        .ok_or_else(|| self.corrupt(&host, format!("unknown role {role:?}")))?,
+                    logical: HostName::parse(&logical).map_err(|e| self.corrupt(&host, e))?,
+                    mac: MacAddress::parse(&mac).map_err(|e| self.corrupt(&host, e))?,
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError> {
+        let object = format!("binding {} -> {}", binding.host, binding.logical);
+        let existing = self.host_bindings().await?;
+        if existing.contains(binding) {
+            return Ok(self.change(object, ChangeAction::Unchanged));
+        }
+        if let Some(other) = existing.iter().find(|b| {
+            b.host == binding.host || b.logical == binding.logical || b.mac == binding.mac
+        }) {
+            return Err(CapabilityError::InvalidObject {
+                object,
+                problem: format!(
+                    "conflicts with the existing binding {} ({}, {}) -> {}; a host, a MAC and a logical host are bound once",
+                    other.host, other.role, other.mac, other.logical
+                ),
+            });
+        }
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO bindings (host, role, logical, mac) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    binding.host.as_str(),
+                    role_text(binding.role),
+                    binding.logical.as_str(),
+                    binding.mac.to_string()
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+            Ok(self.change(object, ChangeAction::Create))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(id: &str, mac: &str) -> PhysicalHost {
+        PhysicalHost {
+            id: Id::parse(id).unwrap(),
+            hostname: None,
+            macs: vec![MacAddress::parse(mac).unwrap()],
+            cpu_count: 8,
+            memory_bytes: 16 << 30,
+            disks: vec![Disk {
+                name: "vda".into(),
+                size_bytes: 100 << 30,
+                rotational: false,
+            }],
+        }
+    }
+
+    #[tokio::test]
+    async fn persists_across_reopen_and_never_duplicates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/inventory.sqlite");
+        {
+            let inv = SqliteInventory::open(&path).unwrap();
+            let h = host("a", "52:54:00:00:00:01");
+            assert_eq!(
+                inv.record_host(&h).await.unwrap().action,
+                ChangeAction::Create
+            );
+            assert_eq!(
+                inv.record_host(&h).await.unwrap().action,
+                ChangeAction::Unchanged
+            );
+            let a = RoleAssignment {
+                host: h.id.clone(),
+                role: HostRole::Worker,
+            };
+            assert_eq!(
+                inv.assign_role(&a).await.unwrap().action,
+                ChangeAction::Create
+            );
+            let b = HostBinding {
+                host: h.id.clone(),
+                role: HostRole::Worker,
+                logical: HostName::parse("worker0").unwrap(),
+                mac: h.macs[0],
+            };
+            assert_eq!(
+                inv.bind_host(&b).await.unwrap().action,
+                ChangeAction::Create
+            );
+            assert_eq!(
+                inv.bind_host(&b).await.unwrap().action,
+                ChangeAction::Unchanged
+            );
+        }
+        let inv = SqliteInventory::open(&path).unwrap();
+        assert_eq!(
+            inv.known_hosts().await.unwrap(),
+            vec![host("a", "52:54:00:00:00:01")]
+        );
+        assert_eq!(inv.role_assignments().await.unwrap().len(), 1);
+        assert_eq!(inv.host_bindings().await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn conflicts_are_refused_naming_both_sides() {
+        let inv = SqliteInventory::in_memory().unwrap();
+        for (id, mac) in [("a", "52:54:00:00:00:01"), ("b", "52:54:00:00:00:02")] {
+            inv.record_host(&host(id, mac)).await.unwrap();
+        }
+        let bind = |id: &str, logical: &str, mac: &str| HostBinding {
+            host: Id::parse(id).unwrap(),
+            role: HostRole::Worker,
+            logical: HostName::parse(logical).unwrap(),
+            mac: MacAddress::parse(mac).unwrap(),
+        };
+        inv.bind_host(&bind("a", "worker0", "52:54:00:00:00:01"))
+            .await
+            .unwrap();
+        let err = inv
+            .bind_host(&bind("b", "worker0", "52:54:00:00:00:02"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("worker0") && err.to_string().contains("existing binding a"),
+            "{err}"
+        );
+        let err = inv
+            .assign_role(&RoleAssignment {
+                host: Id::parse("zz").unwrap(),
+                role: HostRole::Worker,
+            })
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("not in the inventory"), "{err}");
+        inv.assign_role(&RoleAssignment {
+            host: Id::parse("a").unwrap(),
+            role: HostRole::Worker,
+        })
+        .await
+        .unwrap();
+        let err = inv
+            .assign_role(&RoleAssignment {
+                host: Id::parse("a").unwrap(),
+                role: HostRole::ControlPlane,
+            })
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("already has role worker"), "{err}");
+    }
+}

@@ -1,0 +1,466 @@
+//! `HAClusterTopology`: an HA cluster on bare metal, served by dnsmasq (DHCP, TFTP, DNS), the
+//! embedded HTTP boot server and haproxy, with its hosts kept in a SQLite inventory.
+//!
+//! Render mode (the default) writes every file under `--out DIR/<cluster>/` and runs nothing;
+//! `--apply` writes them into the folder Harmony owns, checks them with the services' own
+//! checkers and reloads the services.
+
+mod roles;
+
+use async_trait::async_trait;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use harmony_types::{IpAddress, Url};
+
+use super::bare_metal::ServiceMode;
+use super::dnsmasq::{Dnsmasq, DnsmasqSettings};
+use super::haproxy::{Haproxy, HaproxySettings};
+use super::http_boot::{DiscoverySink, HttpBoot};
+use super::inventory_sqlite::SqliteInventory;
+use crate::domain::capability::{
+    CapabilityError, ClusterLayout, DeclaredRole, DhcpHostBinding, DhcpServer, DnsRecord,
+    DnsServer, HaCluster, HostBinding, HostInventory, HttpAccess, HttpFile, HttpServer,
+    LoadBalancer, LoadBalancerService, PxeBootOptions, TftpFile, TftpServer,
+};
+use crate::domain::inventory::{PhysicalHost, RoleAssignment};
+use crate::domain::operator::{Operator, OperatorHandle};
+use crate::domain::{
+    ExecutionMode, ObjectChange, PreparationError, PreparationOutcome, RunContext, Topology,
+    ValidationError,
+};
+
+pub use roles::parse_roles_file;
+
+/// How long a role phase waits for hosts to be discovered unless told otherwise.
+pub const DEFAULT_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Where the site's services run and the files Harmony owns for them (apply mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BareMetalServices {
+    /// The folder Harmony owns: `dnsmasq/`, `haproxy/`, `http/` go under it.
+    pub dir: PathBuf,
+    /// Interface DHCP is served on; `None` serves it where the services address is configured.
+    pub interface: Option<String>,
+    /// Port of the HTTP boot server.
+    pub http_port: u16,
+    /// DNS port.
+    pub dns_port: u16,
+    /// Resolvers for names outside the cluster domain.
+    pub upstream_dns: Vec<IpAddress>,
+    /// The dnsmasq binary.
+    pub dnsmasq: PathBuf,
+    /// The haproxy binary.
+    pub haproxy: PathBuf,
+    /// Words run before each service binary (e.g. `ip netns exec NAME`).
+    pub prefix: Vec<String>,
+    /// Start the embedded HTTP boot server on the services address when the topology is prepared.
+    pub serve_http: bool,
+}
+
+impl Default for BareMetalServices {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("/var/lib/harmony"),
+            interface: None,
+            http_port: 8080,
+            dns_port: 53,
+            upstream_dns: Vec::new(),
+            dnsmasq: PathBuf::from("dnsmasq"),
+            haproxy: PathBuf::from("haproxy"),
+            prefix: Vec::new(),
+            serve_http: true,
+        }
+    }
+}
+
+/// The topology could not be set up from what the operator gave.
+#[derive(Debug, thiserror::Error)]
+pub enum HaClusterError {
+    /// The layout is inconsistent.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// The roles file is missing or wrong.
+    #[error("roles file {path}: {problem}")]
+    Roles {
+        /// The file.
+        path: String,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
+    /// The inventory cannot be opened.
+    #[error("inventory: {0}")]
+    Inventory(#[from] CapabilityError),
+}
+
+/// An HA cluster on bare metal and the services that bring it up.
+pub struct HAClusterTopology {
+    layout: ClusterLayout,
+    mode: ExecutionMode,
+    root: PathBuf,
+    services: BareMetalServices,
+    dnsmasq: Dnsmasq,
+    haproxy: Haproxy,
+    http: HttpBoot,
+    inventory: Arc<SqliteInventory>,
+    operator: OperatorHandle,
+    declared: Vec<DeclaredRole>,
+    discovery_timeout: Duration,
+}
+
+impl std::fmt::Debug for HAClusterTopology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HAClusterTopology")
+            .field("cluster", &self.layout.cluster_domain())
+            .field("mode", &self.mode)
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+impl HAClusterTopology {
+    /// Builds the topology from the layout, the services and the operator's flags: render into
+    /// `--out DIR/<cluster>/` by default, `--plan` to compare, `--apply` to run the services
+    /// with their files in `services.dir`.
+    pub fn from_context(
+        layout: ClusterLayout,
+        services: BareMetalServices,
+        ctx: &RunContext,
+    ) -> Result<Self, HaClusterError> {
+        layout.validate()?;
+        let (mode, service_mode) = if ctx.plan {
+            (ExecutionMode::Plan, ServiceMode::Plan)
+        } else if ctx.apply {
+            (ExecutionMode::Apply, ServiceMode::Apply)
+        } else {
+            (ExecutionMode::Render, ServiceMode::Render)
+        };
+        let root = match mode {
+            ExecutionMode::Apply => services.dir.clone(),
+            _ => ctx.out_dir.join(layout.cluster_name.as_str()),
+        };
+        let inventory = match (&ctx.inventory, mode) {
+            (Some(path), ExecutionMode::Apply) => SqliteInventory::open_lazily(path),
+            (None, ExecutionMode::Apply) => {
+                SqliteInventory::open_lazily(&root.join("inventory.sqlite"))
+            }
+            (Some(path), _) => copy_into_memory(path)?,
+            (None, _) => SqliteInventory::in_memory()?,
+        };
+        let declared = match &ctx.roles {
+            Some(path) => parse_roles_file(path, &layout)?,
+            None => Vec::new(),
+        };
+        let http_url = Url::parse(&format!(
+            "http://{}:{}/",
+            layout.services, services.http_port
+        ))
+        .map_err(|e| {
+            ValidationError::new(
+                "services.http_port",
+                e.to_string(),
+                "use a port in 1..=65535",
+            )
+        })?;
+        let dnsmasq = Dnsmasq::new(
+            DnsmasqSettings {
+                dir: root.join("dnsmasq"),
+                listen: layout.services,
+                interface: services.interface.clone(),
+                dns_port: services.dns_port,
+                network: layout.network,
+                gateway: layout.gateway,
+                domain: layout.cluster_domain(),
+                upstream_dns: services.upstream_dns.clone(),
+                binary: services.dnsmasq.clone(),
+                prefix: services.prefix.clone(),
+            },
+            service_mode,
+        );
+        let haproxy = Haproxy::new(
+            HaproxySettings {
+                dir: root.join("haproxy"),
+                binary: services.haproxy.clone(),
+                prefix: services.prefix.clone(),
+            },
+            service_mode,
+        );
+        let http = HttpBoot::new(root.join("http"), http_url, service_mode);
+        Ok(Self {
+            layout,
+            mode,
+            root,
+            services,
+            dnsmasq,
+            haproxy,
+            http,
+            inventory: Arc::new(inventory),
+            operator: ctx.operator.clone(),
+            declared,
+            discovery_timeout: ctx.discovery_timeout.unwrap_or(DEFAULT_DISCOVERY_TIMEOUT),
+        })
+    }
+
+    /// The folder the files go to.
+    pub fn root(&self) -> &PathBuf {
+        &self.root
+    }
+
+    /// The dnsmasq backend.
+    pub fn dnsmasq(&self) -> &Dnsmasq {
+        &self.dnsmasq
+    }
+
+    /// The haproxy backend.
+    pub fn haproxy(&self) -> &Haproxy {
+        &self.haproxy
+    }
+
+    /// The HTTP boot backend.
+    pub fn http(&self) -> &HttpBoot {
+        &self.http
+    }
+
+    /// The inventory.
+    pub fn inventory(&self) -> &SqliteInventory {
+        &self.inventory
+    }
+
+    /// A sink for the discovery endpoint that records reports into the inventory.
+    pub fn discovery_sink(&self) -> DiscoverySink {
+        let inventory = self.inventory.clone();
+        Arc::new(move |host: PhysicalHost| {
+            inventory
+                .record_host_sync(&host)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    /// Serves HTTP boot and discovery on an already bound listener (e.g. one opened inside a
+    /// network namespace) instead of binding the services address at preparation.
+    pub fn serve_http_on(
+        &self,
+        listener: std::net::TcpListener,
+    ) -> Result<SocketAddr, CapabilityError> {
+        self.http.serve_on(listener, Some(self.discovery_sink()))
+    }
+
+    /// Stops the daemons this topology started (tests and teardown).
+    pub fn stop_services(&self) -> Result<(), CapabilityError> {
+        self.dnsmasq.stop()?;
+        self.haproxy.stop()
+    }
+}
+
+fn copy_into_memory(path: &std::path::Path) -> Result<SqliteInventory, HaClusterError> {
+    if !path.is_file() {
+        return Err(HaClusterError::Inventory(CapabilityError::Io {
+            path: path.display().to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no inventory file here; check --inventory, or leave it out to render from the declared hosts",
+            ),
+        }));
+    }
+    let file = SqliteInventory::open(path)?;
+    let memory = SqliteInventory::in_memory()?;
+    let run = async {
+        for h in file.known_hosts().await? {
+            memory.record_host(&h).await?;
+        }
+        for a in file.role_assignments().await? {
+            memory.assign_role(&a).await?;
+        }
+        for b in file.host_bindings().await? {
+            memory.bind_host(&b).await?;
+        }
+        Ok::<_, CapabilityError>(())
+    };
+    futures::executor::block_on(run)?;
+    Ok(memory)
+}
+
+#[async_trait]
+impl Topology for HAClusterTopology {
+    fn name(&self) -> &str {
+        self.layout.cluster_name.as_str()
+    }
+
+    fn mode(&self) -> ExecutionMode {
+        self.mode
+    }
+
+    async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError> {
+        let fail = |reason: String| PreparationError {
+            topology: self.layout.cluster_name.to_string(),
+            reason,
+        };
+        if self.mode == ExecutionMode::Plan {
+            return Ok(PreparationOutcome::Noop);
+        }
+        for sub in ["dnsmasq/tftp", "dnsmasq/conf.d", "haproxy", "http/www"] {
+            let dir = self.root.join(sub);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                fail(format!(
+                    "cannot create {}: {e}; pass a writable folder (--out DIR, or the services folder)",
+                    dir.display()
+                ))
+            })?;
+        }
+        if self.mode != ExecutionMode::Apply {
+            return Ok(PreparationOutcome::Success(format!(
+                "rendering into {}",
+                self.root.display()
+            )));
+        }
+        for (daemon, arg) in [
+            (self.dnsmasq.daemon(), "--version"),
+            (self.haproxy.daemon(), "-v"),
+        ] {
+            daemon
+                .run(&[arg.to_string()])
+                .map_err(|e| fail(e.to_string()))?;
+        }
+        let mut started = String::new();
+        if self.services.serve_http && !self.http.is_serving() {
+            let addr = SocketAddr::from((self.layout.services.addr(), self.services.http_port));
+            let listener = std::net::TcpListener::bind(addr).map_err(|e| {
+                fail(format!(
+                    "cannot listen on {addr} for HTTP boot: {e}; configure {} on this machine or choose another http_port",
+                    self.layout.services
+                ))
+            })?;
+            self.serve_http_on(listener)
+                .map_err(|e| fail(e.to_string()))?;
+            started = format!("; HTTP boot server on {addr}");
+        }
+        Ok(PreparationOutcome::Success(format!(
+            "services folder {}{started}",
+            self.root.display()
+        )))
+    }
+}
+
+impl HaCluster for HAClusterTopology {
+    fn layout(&self) -> &ClusterLayout {
+        &self.layout
+    }
+
+    fn operator(&self) -> &dyn Operator {
+        self.operator.get()
+    }
+
+    fn declared_roles(&self) -> &[DeclaredRole] {
+        &self.declared
+    }
+
+    fn discovery_timeout(&self) -> Duration {
+        self.discovery_timeout
+    }
+}
+
+#[async_trait]
+impl DhcpServer for HAClusterTopology {
+    async fn ensure_bindings(
+        &self,
+        bindings: &[DhcpHostBinding],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        self.dnsmasq.ensure_bindings(bindings).await
+    }
+
+    async fn bindings(&self) -> Result<Vec<DhcpHostBinding>, CapabilityError> {
+        self.dnsmasq.bindings().await
+    }
+
+    async fn set_pxe_options(
+        &self,
+        options: &PxeBootOptions,
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        self.dnsmasq.set_pxe_options(options).await
+    }
+}
+
+#[async_trait]
+impl DnsServer for HAClusterTopology {
+    async fn ensure_records(
+        &self,
+        records: &[DnsRecord],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        self.dnsmasq.ensure_records(records).await
+    }
+
+    async fn records(&self) -> Result<Vec<DnsRecord>, CapabilityError> {
+        self.dnsmasq.records().await
+    }
+}
+
+#[async_trait]
+impl TftpServer for HAClusterTopology {
+    async fn ensure_tftp_files(
+        &self,
+        files: &[TftpFile],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        self.dnsmasq.ensure_tftp_files(files).await
+    }
+}
+
+#[async_trait]
+impl HttpServer for HAClusterTopology {
+    fn base_url(&self) -> Url {
+        self.http.base_url()
+    }
+
+    async fn ensure_http_files(
+        &self,
+        files: &[HttpFile],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        self.http.ensure_http_files(files).await
+    }
+
+    async fn access_log(&self) -> Result<Vec<HttpAccess>, CapabilityError> {
+        self.http.access_log().await
+    }
+}
+
+#[async_trait]
+impl LoadBalancer for HAClusterTopology {
+    async fn ensure_services(
+        &self,
+        services: &[LoadBalancerService],
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        self.haproxy.ensure_services(services).await
+    }
+}
+
+#[async_trait]
+impl HostInventory for HAClusterTopology {
+    async fn known_hosts(&self) -> Result<Vec<PhysicalHost>, CapabilityError> {
+        self.inventory.known_hosts().await
+    }
+
+    async fn record_host(&self, host: &PhysicalHost) -> Result<ObjectChange, CapabilityError> {
+        self.inventory.record_host(host).await
+    }
+
+    async fn role_assignments(&self) -> Result<Vec<RoleAssignment>, CapabilityError> {
+        self.inventory.role_assignments().await
+    }
+
+    async fn assign_role(
+        &self,
+        assignment: &RoleAssignment,
+    ) -> Result<ObjectChange, CapabilityError> {
+        self.inventory.assign_role(assignment).await
+    }
+
+    async fn host_bindings(&self) -> Result<Vec<HostBinding>, CapabilityError> {
+        self.inventory.host_bindings().await
+    }
+
+    async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError> {
+        self.inventory.bind_host(binding).await
+    }
+}

@@ -1,0 +1,104 @@
+//! The roles file: hosts given roles ahead of time, for runs without a terminal (CI).
+//!
+//! ```toml
+//! [[host]]
+//! mac = "52:54:00:00:00:21"   # or: id = "host-id-from-discovery"
+//! role = "worker"             # bootstrap | control-plane | worker
+//! logical = "worker0"         # optional: the logical host to bind it to
+//! ```
+
+use serde::Deserialize;
+use std::path::Path;
+
+use harmony_types::{HostName, Id, MacAddress};
+
+use super::HaClusterError;
+use crate::domain::capability::{ClusterLayout, DeclaredRole, HostSelector};
+use crate::domain::inventory::HostRole;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    host: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    id: Option<Id>,
+    mac: Option<MacAddress>,
+    role: HostRole,
+    logical: Option<HostName>,
+}
+
+/// Reads and checks a roles file against the layout.
+pub fn parse_roles_file(
+    path: &Path,
+    layout: &ClusterLayout,
+) -> Result<Vec<DeclaredRole>, HaClusterError> {
+    let err = |problem: String| HaClusterError::Roles {
+        path: path.display().to_string(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(format!("{e}; pass an existing file to --roles")))?;
+    let file: File = toml::from_str(&text).map_err(|e| {
+        err(format!(
+            "{e}; each [[host]] needs `mac` or `id`, and `role` (bootstrap, control-plane or worker)"
+        ))
+    })?;
+    let mut out: Vec<DeclaredRole> = Vec::new();
+    for (i, e) in file.host.into_iter().enumerate() {
+        let at = format!("host[{i}]");
+        let host = match (e.id, e.mac) {
+            (Some(id), None) => HostSelector::Id(id),
+            (None, Some(mac)) => HostSelector::Mac(mac),
+            _ => return Err(err(format!("{at}: give exactly one of `mac` or `id`"))),
+        };
+        if let Some(logical) = &e.logical {
+            match layout.role_of(logical) {
+                Some(r) if r == e.role => {}
+                Some(r) => {
+                    return Err(err(format!(
+                        "{at}: {logical} is a {r} logical host, not a {} one; bind it to one of: {}",
+                        e.role,
+                        names(layout, e.role)
+                    )));
+                }
+                None => {
+                    return Err(err(format!(
+                        "{at}: {logical} is not a logical host of the cluster; use one of: {}",
+                        names(layout, e.role)
+                    )));
+                }
+            }
+        }
+        if let Some(prev) = out
+            .iter()
+            .find(|d| d.host == host || (e.logical.is_some() && d.logical == e.logical))
+        {
+            return Err(err(format!(
+                "{at}: {} is declared twice (also as {} {})",
+                host,
+                prev.role,
+                prev.logical.as_ref().map(|l| l.as_str()).unwrap_or("")
+            )));
+        }
+        out.push(DeclaredRole {
+            host,
+            role: e.role,
+            logical: e.logical,
+        });
+    }
+    Ok(out)
+}
+
+fn names(layout: &ClusterLayout, role: HostRole) -> String {
+    layout
+        .hosts_for(role)
+        .iter()
+        .map(|h| h.name.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

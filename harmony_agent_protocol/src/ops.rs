@@ -1,0 +1,167 @@
+//! The v1 ops, their parameters and results.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+/// An op the control plane can ask an agent to execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Server-side apply of manifests (idempotent).
+    ApplyManifests,
+    /// Delete objects.
+    DeleteManifests,
+    /// Read objects.
+    GetObjects,
+    /// Node count and capacity.
+    GetInventory,
+}
+
+impl Op {
+    /// Every v1 op.
+    pub const ALL: [Op; 4] = [
+        Op::ApplyManifests,
+        Op::DeleteManifests,
+        Op::GetObjects,
+        Op::GetInventory,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::ApplyManifests => "apply_manifests",
+            Op::DeleteManifests => "delete_manifests",
+            Op::GetObjects => "get_objects",
+            Op::GetInventory => "get_inventory",
+        }
+    }
+
+    /// Parses a wire name; `None` for an op v1 does not define.
+    pub fn parse(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Identity of a Kubernetes object on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireObjectRef {
+    /// `v1`, `apps/v1`.
+    pub api_version: String,
+    /// `ConfigMap`.
+    pub kind: String,
+    /// Absent for cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+/// One changed field of an object (secret values already redacted by the agent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireFieldChange {
+    /// Dotted path.
+    pub path: String,
+    /// Old value as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old: Option<String>,
+    /// New value as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<String>,
+}
+
+/// What happened to one object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireChange {
+    /// `apps/v1 Deployment shop/web`.
+    pub object: String,
+    /// `create`, `update`, `unchanged` or `delete`.
+    pub action: String,
+    /// Where it went (the agent's API server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// Field-level diff.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<WireFieldChange>,
+}
+
+/// `apply_manifests` params.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ApplyManifestsParams {
+    /// Full manifests.
+    pub manifests: Vec<Value>,
+    /// Take over fields other managers own.
+    #[serde(default)]
+    pub force_conflicts: bool,
+    /// The owner (Score) for ownership labels and prune.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Server-side dry run (plan mode).
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Delete owned objects no longer declared.
+    #[serde(default)]
+    pub prune: bool,
+}
+
+/// `apply_manifests` and `delete_manifests` result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChangesResult {
+    /// One change per object.
+    pub changes: Vec<WireChange>,
+}
+
+/// `delete_manifests` params.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeleteManifestsParams {
+    /// The objects to delete.
+    pub objects: Vec<WireObjectRef>,
+    /// Server-side dry run (plan mode).
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `get_objects` params.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GetObjectsParams {
+    /// The objects to read.
+    pub objects: Vec<WireObjectRef>,
+}
+
+/// `get_objects` result: one entry per requested object, `null` when absent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GetObjectsResult {
+    /// The objects, in request order.
+    pub objects: Vec<Option<Value>>,
+}
+
+/// `get_inventory` result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InventoryResult {
+    /// Number of nodes.
+    pub nodes: u32,
+    /// Number of nodes whose Ready condition is True.
+    pub ready_nodes: u32,
+    /// Summed capacity.
+    pub capacity: Capacity,
+    /// Summed allocatable.
+    pub allocatable: Capacity,
+    /// The API server's version.
+    pub kubernetes_version: String,
+}
+
+/// Summed node resources.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capacity {
+    /// CPU in millicores.
+    pub cpu_millis: u64,
+    /// Memory in bytes.
+    pub memory_bytes: u64,
+    /// Pods.
+    pub pods: u64,
+}

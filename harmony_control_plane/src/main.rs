@@ -1,0 +1,6 @@
+//! `harmony-control-plane`: see `--help`.
+
+#[tokio::main]
+async fn main() {
+    harmony_control_plane::cli_main().await;
+}

@@ -1,0 +1,340 @@
+//! Reads a host's hardware facts from `/proc` and `/sys` and posts them, as JSON, to
+//! Harmony's discovery endpoint (`POST /discovery` on the HTTP boot server).
+//!
+//! The report has the shape of Harmony's `PhysicalHost`: id, hostname, MACs, CPU count,
+//! memory and disks. No dependencies beyond the standard library and serde, so the binary
+//! is small enough for a discovery image.
+
+use serde::Serialize;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use harmony_types::{HostName, Id, MacAddress, Url};
+
+/// Discovery failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// A file under /proc or /sys could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A fact is missing or malformed.
+    #[error("{what}: {problem}")]
+    Fact {
+        /// Which fact.
+        what: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The endpoint could not be reached or refused the report.
+    #[error("posting to {url}: {problem}")]
+    Post {
+        /// The endpoint.
+        url: String,
+        /// What went wrong.
+        problem: String,
+    },
+}
+
+/// A block device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Disk {
+    /// Kernel name (`sda`, `nvme0n1`).
+    pub name: String,
+    /// Size in bytes.
+    pub size_bytes: u64,
+    /// Rotational (HDD) or not.
+    pub rotational: bool,
+}
+
+/// What the agent reports: the JSON shape of Harmony's `PhysicalHost`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostReport {
+    /// Stable id: the DMI product UUID when readable, else the first MAC (hyphenated).
+    pub id: Id,
+    /// The kernel's host name, when it is a valid one.
+    pub hostname: Option<HostName>,
+    /// MACs of the physical NICs, sorted.
+    pub macs: Vec<MacAddress>,
+    /// Logical CPUs.
+    pub cpu_count: u32,
+    /// Memory in bytes.
+    pub memory_bytes: u64,
+    /// Whole disks (no partitions, loop, ram or device-mapper devices).
+    pub disks: Vec<Disk>,
+}
+
+fn read(path: &Path) -> Result<String, AgentError> {
+    std::fs::read_to_string(path).map_err(|source| AgentError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Where the facts are read from: `/` on a real host, a prepared folder in tests.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    root: PathBuf,
+}
+
+impl Facts {
+    /// Facts of this machine.
+    pub fn system() -> Self {
+        Self {
+            root: PathBuf::from("/"),
+        }
+    }
+
+    /// Facts under `root` (which holds `proc/` and `sys/`).
+    pub fn under(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// Logical CPUs from `/proc/cpuinfo`.
+    pub fn cpu_count(&self) -> Result<u32, AgentError> {
+        let text = read(&self.path("proc/cpuinfo"))?;
+        let n = text.lines().filter(|l| l.starts_with("processor")).count();
+        u32::try_from(n)
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| AgentError::Fact {
+                what: "cpu_count".into(),
+                problem: "no `processor` line in /proc/cpuinfo".into(),
+            })
+    }
+
+    /// Memory from `MemTotal` in `/proc/meminfo`.
+    pub fn memory_bytes(&self) -> Result<u64, AgentError> {
+        let text = read(&self.path("proc/meminfo"))?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+            .ok_or_else(|| AgentError::Fact {
+                what: "memory_bytes".into(),
+                problem: "no readable MemTotal line in /proc/meminfo".into(),
+            })
+    }
+
+    /// MACs of physical NICs: entries of `/sys/class/net` with a `device` link, not all-zero.
+    pub fn macs(&self) -> Result<Vec<MacAddress>, AgentError> {
+        let dir = self.path("sys/class/net");
+        let mut macs = Vec::new();
+        let entries = std::fs::read_dir(&dir).map_err(|source| AgentError::Read {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        for entry in entries.flatten() {
+            let nic = entry.path();
+            if !nic.join("device").exists() {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(nic.join("address")) else {
+                continue;
+            };
+            if let Ok(mac) = MacAddress::parse(text.trim())
+                && mac.octets() != [0; 6]
+            {
+                macs.push(mac);
+            }
+        }
+        macs.sort();
+        macs.dedup();
+        Ok(macs)
+    }
+
+    /// Whole disks from `/sys/block` (size in 512-byte sectors, `queue/rotational`).
+    pub fn disks(&self) -> Result<Vec<Disk>, AgentError> {
+        let dir = self.path("sys/block");
+        let mut disks = Vec::new();
+        let entries = std::fs::read_dir(&dir).map_err(|source| AgentError::Read {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if ["loop", "ram", "dm-", "zram", "sr", "md"]
+                .iter()
+                .any(|p| name.starts_with(p))
+            {
+                continue;
+            }
+            let dev = entry.path();
+            let sectors: u64 = read(&dev.join("size"))?.trim().parse().unwrap_or(0);
+            if sectors == 0 {
+                continue;
+            }
+            let rotational = std::fs::read_to_string(dev.join("queue/rotational"))
+                .map(|t| t.trim() == "1")
+                .unwrap_or(false);
+            disks.push(Disk {
+                name,
+                size_bytes: sectors * 512,
+                rotational,
+            });
+        }
+        disks.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(disks)
+    }
+
+    /// The kernel host name, if it is a valid one.
+    pub fn hostname(&self) -> Option<HostName> {
+        std::fs::read_to_string(self.path("proc/sys/kernel/hostname"))
+            .ok()
+            .and_then(|h| HostName::parse(h.trim()).ok())
+    }
+
+    /// The DMI product UUID, when readable and not a placeholder.
+    pub fn product_uuid(&self) -> Option<Id> {
+        let text = std::fs::read_to_string(self.path("sys/class/dmi/id/product_uuid")).ok()?;
+        let uuid = text.trim().to_ascii_lowercase();
+        let placeholder = uuid.chars().all(|c| c == '0' || c == '-' || c == 'f');
+        if placeholder {
+            None
+        } else {
+            Id::parse(&uuid).ok()
+        }
+    }
+
+    /// Everything, as one report.
+    pub fn report(&self) -> Result<HostReport, AgentError> {
+        let macs = self.macs()?;
+        let id = match self.product_uuid() {
+            Some(id) => id,
+            None => {
+                let first = macs.first().ok_or_else(|| AgentError::Fact {
+                    what: "id".into(),
+                    problem: "no DMI product UUID and no physical NIC to name the host by".into(),
+                })?;
+                Id::parse(&first.to_hyphenated()).map_err(|e| AgentError::Fact {
+                    what: "id".into(),
+                    problem: e.to_string(),
+                })?
+            }
+        };
+        Ok(HostReport {
+            id,
+            hostname: self.hostname(),
+            macs,
+            cpu_count: self.cpu_count()?,
+            memory_bytes: self.memory_bytes()?,
+            disks: self.disks()?,
+        })
+    }
+}
+
+/// Posts `report` to `url` (`http://HOST:PORT/discovery`) with a plain HTTP/1.1 request.
+pub fn post(url: &Url, report: &HostReport, timeout: Duration) -> Result<(), AgentError> {
+    let fail = |problem: String| AgentError::Post {
+        url: url.to_string(),
+        problem,
+    };
+    if url.scheme() != "http" {
+        return Err(fail(
+            "only http:// endpoints are supported (the discovery network is the PXE network)"
+                .into(),
+        ));
+    }
+    let body = serde_json::to_string(report).map_err(|e| fail(e.to_string()))?;
+    let port = url.port().unwrap_or(80);
+    let addr = (url.host(), port)
+        .to_socket_addrs()
+        .map_err(|e| fail(e.to_string()))?
+        .next()
+        .ok_or_else(|| fail("the host name resolves to no address".into()))?;
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| fail(e.to_string()))?;
+    stream
+        .set_read_timeout(Some(timeout))
+        .map_err(|e| fail(e.to_string()))?;
+    stream
+        .set_write_timeout(Some(timeout))
+        .map_err(|e| fail(e.to_string()))?;
+    let path = url.as_str().splitn(4, '/').nth(3).unwrap_or("");
+    let request = format!(
+        "POST /{path} HTTP/1.1\r\nHost: {}:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        url.host(),
+        body.len()
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| fail(e.to_string()))?;
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .map_err(|e| fail(e.to_string()))?;
+    let status = answer.split_whitespace().nth(1).unwrap_or("");
+    if status.starts_with('2') {
+        Ok(())
+    } else {
+        let reason = answer.split("\r\n\r\n").nth(1).unwrap_or("").trim();
+        Err(fail(format!("answered {status}: {reason}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn reads_a_prepared_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        write(
+            r,
+            "proc/cpuinfo",
+            "processor\t: 0\nmodel name: x\n\nprocessor\t: 1\n",
+        );
+        write(
+            r,
+            "proc/meminfo",
+            "MemTotal:       16384 kB\nMemFree: 1 kB\n",
+        );
+        write(r, "proc/sys/kernel/hostname", "node-a\n");
+        write(r, "sys/class/net/eth0/address", "52:54:00:AA:00:01\n");
+        write(r, "sys/class/net/eth0/device/vendor", "0x1af4\n");
+        write(r, "sys/class/net/lo/address", "00:00:00:00:00:00\n");
+        write(r, "sys/block/vda/size", "2097152\n");
+        write(r, "sys/block/vda/queue/rotational", "0\n");
+        write(r, "sys/block/loop0/size", "10\n");
+        let report = Facts::under(r).report().unwrap();
+        assert_eq!(report.id.as_str(), "52-54-00-aa-00-01");
+        assert_eq!(report.cpu_count, 2);
+        assert_eq!(report.memory_bytes, 16384 * 1024);
+        assert_eq!(report.macs.len(), 1);
+        assert_eq!(
+            report.disks,
+            vec![Disk {
+                name: "vda".into(),
+                size_bytes: 1 << 30,
+                rotational: false
+            }]
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["macs"][0], "52:54:00:aa:00:01");
+        assert_eq!(json["hostname"], "node-a");
+    }
+
+    #[test]
+    fn this_machine_has_cpus_and_memory() {
+        let facts = Facts::system();
+        assert!(facts.cpu_count().unwrap() >= 1);
+        assert!(facts.memory_bytes().unwrap() > 0);
+    }
+}

@@ -1,0 +1,422 @@
+//! One role's phase: enough hosts, bound to logical hosts of that role, reserved, scripted,
+//! rebooted.
+
+use async_trait::async_trait;
+use std::time::{Duration, Instant};
+
+use harmony::domain::capability::{CapabilityError, DhcpHostBinding, HostSelector, HttpFile};
+use harmony::domain::interpret::{Interpret, InterpretName};
+use harmony::domain::inventory::{HostRole, PhysicalHost, RoleAssignment};
+use harmony::domain::operator::OperatorError;
+use harmony::domain::{
+    ChangeAction, ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score,
+    ValidationError, report_progress,
+};
+use harmony_types::Version;
+
+use super::{
+    Candidate, OkdInstallation, OkdTopology, capability_error, host_script, plan_bindings, version,
+};
+
+const POLL: Duration = Duration::from_secs(2);
+
+/// Brings up the hosts of one role (bootstrap, control plane or workers).
+#[derive(Debug, Clone)]
+pub struct OkdHostsScore {
+    role: HostRole,
+    install: OkdInstallation,
+}
+
+impl OkdHostsScore {
+    /// The phase of `role`.
+    pub fn new(role: HostRole, install: OkdInstallation) -> Self {
+        Self { role, install }
+    }
+
+    fn title(&self) -> &'static str {
+        match self.role {
+            HostRole::Bootstrap => "OKD bootstrap host",
+            HostRole::ControlPlane => "OKD control plane",
+            HostRole::Worker => "OKD workers",
+        }
+    }
+}
+
+fn fail(action: &str, changes: &[ObjectChange], problem: String) -> InterpretError {
+    capability_error(action, changes)(CapabilityError::InvalidObject {
+        object: action.to_string(),
+        problem,
+    })
+}
+
+fn operator_error(e: OperatorError, changes: &[ObjectChange]) -> InterpretError {
+    capability_error("asking the operator", changes)(CapabilityError::Unsupported {
+        what: "this question".into(),
+        backend: "the operator".into(),
+        reason: e.to_string(),
+    })
+}
+
+fn describe(h: &PhysicalHost) -> String {
+    let macs: Vec<String> = h.macs.iter().map(ToString::to_string).collect();
+    format!(
+        "{} [{}] {} CPU, {} GiB, {} disk(s)",
+        h.id,
+        macs.join(" "),
+        h.cpu_count,
+        h.memory_bytes >> 30,
+        h.disks.len()
+    )
+}
+
+fn install_disk(host: Option<&PhysicalHost>, default: &str) -> String {
+    let Some(h) = host else {
+        return default.to_string();
+    };
+    h.disks
+        .iter()
+        .find(|d| !d.rotational)
+        .or_else(|| h.disks.first())
+        .map(|d| format!("/dev/{}", d.name))
+        .unwrap_or_else(|| default.to_string())
+}
+
+impl<T: OkdTopology> Score<T> for OkdHostsScore {
+    fn name(&self) -> String {
+        self.title().into()
+    }
+
+    fn create_interpret(&self) -> Box<dyn Interpret<T>> {
+        Box::new(self.clone())
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({ "role": self.role, "kernel": self.install.kernel })
+    }
+
+    fn validate_on(&self, topology: &T) -> Result<(), ValidationError> {
+        topology.layout().validate()?;
+        let op = topology.operator();
+        if topology.mode() == ExecutionMode::Apply
+            && !topology.layout().hosts_for(self.role).is_empty()
+            && !op.assumes_yes()
+            && !op.can_prompt()
+        {
+            return Err(ValidationError::new(
+                "--yes",
+                format!(
+                    "the {} phase asks the operator to reboot the hosts it sets up, and there is no terminal to ask on",
+                    self.role
+                ),
+                "re-run with --yes (you reboot the listed hosts yourself), or run on a terminal",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl OkdHostsScore {
+    /// Records the declared inventory and roles, then waits (apply mode), asks (terminal) or
+    /// fails until the role has enough hosts. Returns the candidates.
+    async fn acquire<T: OkdTopology>(
+        &self,
+        inventory: &Inventory,
+        topology: &T,
+        changes: &mut Vec<ObjectChange>,
+    ) -> Result<Vec<Candidate>, InterpretError> {
+        for h in &inventory.hosts {
+            let c = topology
+                .record_host(h)
+                .await
+                .map_err(capability_error("recording declared hosts", changes))?;
+            changes.push(c);
+        }
+        for a in &inventory.assignments {
+            let c = topology
+                .assign_role(a)
+                .await
+                .map_err(capability_error("recording declared roles", changes))?;
+            changes.push(c);
+        }
+        let needed = topology.layout().hosts_for(self.role).len();
+        let started = Instant::now();
+        let timeout = topology.discovery_timeout();
+        loop {
+            let hosts = topology
+                .known_hosts()
+                .await
+                .map_err(capability_error("reading the inventory", changes))?;
+            let mut roles = topology
+                .role_assignments()
+                .await
+                .map_err(capability_error("reading the inventory", changes))?;
+            for declared in topology.declared_roles() {
+                let Some(h) = hosts.iter().find(|h| declared.host.matches(h)) else {
+                    continue;
+                };
+                if !roles.iter().any(|r| r.host == h.id) {
+                    let a = RoleAssignment {
+                        host: h.id.clone(),
+                        role: declared.role,
+                    };
+                    let c = topology
+                        .assign_role(&a)
+                        .await
+                        .map_err(capability_error("recording --roles", changes))?;
+                    changes.push(c);
+                    roles.push(a);
+                }
+            }
+            let bindings = topology
+                .host_bindings()
+                .await
+                .map_err(capability_error("reading the inventory", changes))?;
+            let bound_here = bindings.iter().filter(|b| b.role == self.role).count();
+            let candidates: Vec<Candidate> = roles
+                .iter()
+                .filter(|r| r.role == self.role)
+                .filter_map(|r| hosts.iter().find(|h| h.id == r.host))
+                .filter_map(|h| {
+                    let declared = topology.declared_roles().iter().find(|d| d.host.matches(h));
+                    let mac = match declared.map(|d| &d.host) {
+                        Some(HostSelector::Mac(m)) => Some(*m),
+                        _ => h.macs.first().copied(),
+                    }?;
+                    Some(Candidate {
+                        host: h.id.clone(),
+                        mac,
+                        logical: declared.and_then(|d| d.logical.clone()),
+                    })
+                })
+                .collect();
+            let unbound = candidates
+                .iter()
+                .filter(|c| !bindings.iter().any(|b| b.host == c.host))
+                .count();
+            let missing = needed.saturating_sub(bound_here + unbound);
+            if missing == 0 {
+                return Ok(candidates);
+            }
+            let free: Vec<&PhysicalHost> = hosts
+                .iter()
+                .filter(|h| !roles.iter().any(|r| r.host == h.id))
+                .collect();
+            let op = topology.operator();
+            if op.can_prompt() && !op.assumes_yes() && free.len() >= missing {
+                let options: Vec<String> = free.iter().map(|h| describe(h)).collect();
+                let question = format!(
+                    "Choose {missing} host(s) for the {} role ({}):",
+                    self.role,
+                    topology
+                        .layout()
+                        .hosts_for(self.role)
+                        .iter()
+                        .map(|h| h.name.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let chosen =
+                    tokio::task::block_in_place(|| op.choose(&question, &options, missing))
+                        .map_err(|e| operator_error(e, changes))?;
+                for i in chosen {
+                    let Some(h) = free.get(i) else { continue };
+                    let a = RoleAssignment {
+                        host: h.id.clone(),
+                        role: self.role,
+                    };
+                    let c = topology
+                        .assign_role(&a)
+                        .await
+                        .map_err(capability_error("assigning roles", changes))?;
+                    changes.push(c);
+                }
+                continue;
+            }
+            let have = bound_here + unbound;
+            if topology.mode() != ExecutionMode::Apply {
+                return Err(fail(
+                    &format!("finding {} hosts", self.role),
+                    changes,
+                    format!(
+                        "the {} role needs {needed} host(s) and {have} have it ({} unassigned host(s) known); declare them in the program's inventory or with --roles FILE, or run on a terminal to choose",
+                        self.role,
+                        free.len()
+                    ),
+                ));
+            }
+            if started.elapsed() >= timeout {
+                return Err(capability_error(
+                    format!("discovering {} hosts", self.role),
+                    changes,
+                )(CapabilityError::Timeout {
+                    waited_for: format!(
+                        "{missing} more {} host(s) to be discovered at {}discovery and given the role",
+                        self.role,
+                        topology.base_url()
+                    ),
+                    after: timeout,
+                    last_seen: format!("{have} of {needed}, {} unassigned", free.len()),
+                }));
+            }
+            report_progress(format!(
+                "waiting for {missing} more {} host(s): boot them into discovery (they report to {}discovery); {} unassigned known",
+                self.role,
+                topology.base_url(),
+                free.len()
+            ));
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+#[async_trait]
+impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
+    fn name(&self) -> InterpretName {
+        InterpretName("OkdHosts")
+    }
+
+    fn version(&self) -> Version {
+        version()
+    }
+
+    async fn execute(
+        &self,
+        inventory: &Inventory,
+        topology: &T,
+    ) -> Result<Outcome, InterpretError> {
+        let layout = topology.layout();
+        let logical = layout.hosts_for(self.role);
+        if logical.is_empty() {
+            return Ok(Outcome::noop(format!(
+                "the topology declares no {} hosts",
+                self.role
+            )));
+        }
+        let mut changes: Vec<ObjectChange> = Vec::new();
+        report_progress(format!("finding {} {} host(s)", logical.len(), self.role));
+        let candidates = self.acquire(inventory, topology, &mut changes).await?;
+
+        let existing = topology
+            .host_bindings()
+            .await
+            .map_err(capability_error("reading bindings", &changes))?;
+        let planned = plan_bindings(self.role, logical, &existing, &candidates).map_err(|e| {
+            fail(
+                &format!("binding {} hosts", self.role),
+                &changes,
+                e.to_string(),
+            )
+        })?;
+        for b in &planned {
+            let c = topology
+                .bind_host(b)
+                .await
+                .map_err(capability_error("recording bindings", &changes))?;
+            changes.push(c);
+        }
+        // The inventory persists only when applying; in render and plan mode its rows are
+        // scaffolding for the files, summarised instead of reported as changes.
+        let inventory_changes: Vec<ObjectChange> = std::mem::take(&mut changes);
+
+        report_progress("DHCP reservations");
+        let reservations: Vec<DhcpHostBinding> = planned
+            .iter()
+            .filter_map(|b| {
+                logical
+                    .iter()
+                    .find(|l| l.name == b.logical)
+                    .map(|l| DhcpHostBinding {
+                        mac: b.mac,
+                        ip: l.ip,
+                        hostname: b.logical.clone(),
+                    })
+            })
+            .collect();
+        let c = topology
+            .ensure_bindings(&reservations)
+            .await
+            .map_err(capability_error("DHCP reservations", &changes))?;
+        changes.extend(c);
+
+        report_progress("iPXE scripts");
+        let hosts = topology
+            .known_hosts()
+            .await
+            .map_err(capability_error("reading the inventory", &changes))?;
+        let base = topology.base_url();
+        let mut files = Vec::new();
+        for b in &planned {
+            let facts = hosts.iter().find(|h| h.id == b.host);
+            let disk = install_disk(facts, &self.install.default_install_disk);
+            let text = host_script(&base, layout, b, &self.install, &disk)
+                .map_err(capability_error("iPXE script", &changes))?;
+            files.push(HttpFile {
+                path: format!("ipxe/{}.ipxe", b.mac.to_hyphenated()),
+                content: text.into_bytes(),
+            });
+        }
+        let c = topology
+            .ensure_http_files(&files)
+            .await
+            .map_err(capability_error("iPXE scripts", &changes))?;
+        changes.extend(c);
+
+        let listed: Vec<String> = planned
+            .iter()
+            .map(|b| format!("{} ({}, host {})", b.logical, b.mac, b.host))
+            .collect();
+        let mut details = vec![format!("{} hosts: {}", self.role, listed.join(", "))];
+        let changed = changes
+            .iter()
+            .chain(&inventory_changes)
+            .any(|c| c.action != ChangeAction::Unchanged);
+        if topology.mode() == ExecutionMode::Apply && changed {
+            let question = format!(
+                "Reboot these {} host(s) now so they PXE boot into the installer: {}. Confirm once they are rebooting:",
+                self.role,
+                listed.join(", ")
+            );
+            let op = topology.operator();
+            let confirmed = tokio::task::block_in_place(|| op.confirm(&question))
+                .map_err(|e| operator_error(e, &changes))?;
+            if !confirmed {
+                let mut all = inventory_changes;
+                all.extend(changes);
+                let mut o = Outcome::from_changes(all);
+                o.status = harmony::domain::OutcomeStatus::Failed;
+                o.message = format!(
+                    "reboot not confirmed: the {} hosts are reserved and scripted; reboot them and re-run",
+                    self.role
+                );
+                return Ok(o);
+            }
+            details.push(if op.assumes_yes() {
+                "reboot confirmed with --yes: reboot the hosts listed above".into()
+            } else {
+                "reboot confirmed by the operator".into()
+            });
+        } else if topology.mode() != ExecutionMode::Apply {
+            details.push(format!(
+                "{} mode: no host is asked to reboot",
+                topology.mode()
+            ));
+        }
+        if topology.mode() == ExecutionMode::Apply {
+            let mut all = inventory_changes;
+            all.extend(changes);
+            changes = all;
+        } else {
+            let new = inventory_changes
+                .iter()
+                .filter(|c| c.action != ChangeAction::Unchanged)
+                .count();
+            details.push(format!(
+                "inventory: {new} row(s) recorded in memory only ({} mode does not persist the inventory)",
+                topology.mode()
+            ));
+        }
+        let mut outcome = Outcome::from_changes(changes);
+        outcome.details = details;
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,128 @@
+//! OKD on bare metal: the phases an operator walks at the rack.
+//!
+//! [`OkdPrepareScore`] sets up DNS, the load balancer, PXE and the boot files;
+//! [`OkdHostsScore`] brings up one role (bootstrap, control plane or workers): it makes sure
+//! enough hosts are discovered, binds each to a logical host **of that role**, reserves its
+//! address, writes its per-MAC iPXE script and asks the operator to reboot it;
+//! [`OkdSanityCheckScore`] cross-checks inventory, DHCP, DNS and scripts; and
+//! [`OkdInstallationReportScore`] lists what was set up. Guide: docs/modules/okd.md.
+
+mod binding;
+mod check;
+mod hosts;
+mod prepare;
+mod templates;
+
+use std::path::PathBuf;
+
+use harmony::domain::Topology;
+use harmony::domain::capability::{
+    DhcpServer, DnsServer, HaCluster, HostInventory, HttpServer, LoadBalancer, TftpServer,
+};
+use harmony::domain::inventory::HostRole;
+
+pub use binding::{BindingError, Candidate, plan_bindings};
+pub use check::{OkdInstallationReportScore, OkdSanityCheckScore};
+pub use hosts::OkdHostsScore;
+pub use prepare::{OkdPrepareScore, dns_records, load_balancer_services};
+pub use templates::{boot_script, host_script};
+
+/// Everything an OKD bring-up needs besides the topology: boot images, ignition and iPXE files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OkdInstallation {
+    /// The live kernel, as a path under the HTTP root (`images/scos-live-kernel.x86_64`).
+    pub kernel: String,
+    /// The live initramfs under the HTTP root.
+    pub initramfs: String,
+    /// The live root filesystem under the HTTP root.
+    pub rootfs: String,
+    /// The folder `openshift-install create ignition-configs` wrote `bootstrap.ign`,
+    /// `master.ign` and `worker.ign` into. Required to apply; optional to render.
+    pub ignition_dir: Option<PathBuf>,
+    /// Disk to install to when discovery reported none.
+    pub default_install_disk: String,
+    /// Where the iPXE binaries for TFTP come from (Debian's `ipxe` package).
+    pub ipxe_dir: PathBuf,
+}
+
+impl Default for OkdInstallation {
+    fn default() -> Self {
+        Self {
+            kernel: "images/scos-live-kernel.x86_64".into(),
+            initramfs: "images/scos-live-initramfs.x86_64.img".into(),
+            rootfs: "images/scos-live-rootfs.x86_64.img".into(),
+            ignition_dir: None,
+            default_install_disk: "/dev/sda".into(),
+            ipxe_dir: PathBuf::from("/usr/lib/ipxe"),
+        }
+    }
+}
+
+/// The ignition file a role boots with.
+pub fn ignition_file(role: HostRole) -> &'static str {
+    match role {
+        HostRole::Bootstrap => "bootstrap.ign",
+        HostRole::ControlPlane => "master.ign",
+        HostRole::Worker => "worker.ign",
+    }
+}
+
+/// The capabilities an OKD bring-up needs, as one bound.
+pub trait OkdTopology:
+    Topology
+    + HaCluster
+    + DhcpServer
+    + TftpServer
+    + DnsServer
+    + HttpServer
+    + LoadBalancer
+    + HostInventory
+    + 'static
+{
+}
+
+impl<T> OkdTopology for T where
+    T: Topology
+        + HaCluster
+        + DhcpServer
+        + TftpServer
+        + DnsServer
+        + HttpServer
+        + LoadBalancer
+        + HostInventory
+        + 'static
+{
+}
+
+/// Every phase in order: prepare, bootstrap, control plane, workers, sanity check, report.
+pub fn okd_scores<T: OkdTopology>(
+    install: &OkdInstallation,
+) -> Vec<Box<dyn harmony::domain::Score<T>>> {
+    vec![
+        Box::new(OkdPrepareScore::new(install.clone())),
+        Box::new(OkdHostsScore::new(HostRole::Bootstrap, install.clone())),
+        Box::new(OkdHostsScore::new(HostRole::ControlPlane, install.clone())),
+        Box::new(OkdHostsScore::new(HostRole::Worker, install.clone())),
+        Box::new(OkdSanityCheckScore),
+        Box::new(OkdInstallationReportScore),
+    ]
+}
+
+pub(crate) fn capability_error<A: Into<String>>(
+    action: A,
+    applied: &[harmony::domain::ObjectChange],
+) -> impl FnOnce(harmony::domain::capability::CapabilityError) -> harmony::domain::InterpretError + use<A>
+{
+    let action = action.into();
+    let applied = applied.to_vec();
+    move |source| harmony::domain::InterpretError::Capability {
+        action,
+        applied,
+        source,
+    }
+}
+
+pub(crate) fn version() -> harmony_types::Version {
+    harmony_types::Version::parse(env!("CARGO_PKG_VERSION"))
+        .unwrap_or_else(|_| harmony_types::Version::new(0, 0, 0))
+}

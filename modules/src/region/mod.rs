@@ -1,0 +1,7 @@
+//! Regions: rolling out the region agent that connects a cluster to the control plane.
+
+mod manifests;
+mod rollout;
+
+pub use manifests::{AGENT_NAME, BOOTSTRAP_SECRET, IDENTITY_SECRET, default_rules};
+pub use rollout::RegionAgentRolloutScore;

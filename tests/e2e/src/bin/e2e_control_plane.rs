@@ -1,0 +1,7 @@
+//! The control plane's real entry point, built inside this package so the end-to-end tests
+//! can start it as a process (`CARGO_BIN_EXE_e2e-control-plane`) with a binary cargo keeps fresh.
+
+#[tokio::main]
+async fn main() {
+    harmony_control_plane::cli_main().await;
+}

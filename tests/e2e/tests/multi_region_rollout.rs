@@ -1,0 +1,278 @@
+//! `RegionAgentRolloutScore` against a real control plane and a real kube-apiserver reached
+//! through its direct kubeconfig. The fixture has no kubelet, so the test plays one: it starts
+//! the agent process from the ConfigMap and Secret the Score applied, with the identity kept in
+//! a Secret of the agent's namespace (the in-cluster path).
+
+use base64::Engine;
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+use harmony::domain::{
+    ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus,
+};
+use harmony::infra::kube::{K8sTopology, KubeTarget};
+use harmony::types::{Dns1123Label, RegionId, ZoneId};
+use harmony_e2e::ApiServer;
+use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+use harmony_modules::region::{IDENTITY_SECRET, RegionAgentRolloutScore};
+
+const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
+const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
+
+async fn run(server: &ApiServer, score: RegionAgentRolloutScore) -> ScoreReport {
+    let topology = K8sTopology::new(
+        "region-direct",
+        KubeTarget::Kubeconfig {
+            path: Some(server.kubeconfig()),
+            context: None,
+        },
+        &RunContext::default(),
+    );
+    let mut maestro = Maestro::new(Inventory::empty(), topology);
+    maestro.register(vec![Box::new(score)]);
+    let mut reports = maestro
+        .run_all(RunOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    reports.remove(0)
+}
+
+fn kubectl_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
+    let out = server.kubectl(args);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_second_token() {
+    let server = std::sync::Arc::new(ApiServer::start().unwrap_or_else(|e| panic!("{e}")));
+    let pki = Pki::new().unwrap();
+    let cp = ControlPlane::start(CP_BIN.as_ref(), &pki, ControlPlaneOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap();
+    let score = RegionAgentRolloutScore::new(
+        RegionId::parse("eu-west").unwrap(),
+        ZoneId::parse("paris-1").unwrap(),
+        cp.client(),
+        "registry.example.com/harmony-agent:test",
+    )
+    .with_ca_pem(pki.ca_pem.clone())
+    .with_wait(Duration::from_secs(90));
+
+    let rollout = {
+        let server = server.clone();
+        let score = score.clone();
+        tokio::spawn(async move { run(&server, score).await })
+    };
+    // The kubelet's part: once the Score applied the ConfigMap and the bootstrap Secret, start
+    // the agent exactly as the Deployment would (same values, identity in a Secret).
+    let started = Instant::now();
+    let (config, token) = loop {
+        let cm = kubectl_json(
+            &server,
+            &[
+                "get",
+                "configmap",
+                "harmony-agent",
+                "-n",
+                "harmony-agent",
+                "-o",
+                "json",
+            ],
+        );
+        let secret = kubectl_json(
+            &server,
+            &[
+                "get",
+                "secret",
+                "harmony-agent-bootstrap",
+                "-n",
+                "harmony-agent",
+                "-o",
+                "json",
+            ],
+        );
+        if let (Some(cm), Some(secret)) = (cm, secret) {
+            let token = base64::engine::general_purpose::STANDARD
+                .decode(secret["data"]["token"].as_str().unwrap())
+                .unwrap();
+            break (cm["data"].clone(), String::from_utf8(token).unwrap());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the Score applied no agent configuration"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(token.starts_with("hbt_"));
+    std::fs::write(
+        dir.path().join("ca.crt"),
+        config["ca.crt"].as_str().unwrap(),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("token"), &token).unwrap();
+    let options = AgentOptions {
+        url: config["HARMONY_CONTROL_PLANE_URL"].as_str().unwrap().into(),
+        region: config["HARMONY_REGION"].as_str().unwrap().into(),
+        zone: config["HARMONY_ZONE"].as_str().unwrap().into(),
+        ca: dir.path().join("ca.crt"),
+        bootstrap_token_file: Some(dir.path().join("token")),
+        identity_file: dir.path().join("unused"),
+        identity_secret: Some(("harmony-agent".into(), IDENTITY_SECRET.into())),
+        kubeconfig: server.kubeconfig(),
+        backoff_base_ms: 200,
+        backoff_max_ms: 2000,
+        extra_args: Vec::new(),
+        rust_log: None,
+    };
+    let agent = Agent::start(AGENT_BIN.as_ref(), &options, &dir.path().join("agent.log")).unwrap();
+
+    let report = rollout.await.unwrap();
+    assert_eq!(
+        report.status,
+        ScoreStatus::Success,
+        "{report:#?}\n{}",
+        agent.log()
+    );
+    let created: Vec<&str> = report
+        .changes
+        .iter()
+        .filter(|c| c.action == ChangeAction::Create)
+        .map(|c| c.object.as_str())
+        .collect();
+    for expected in [
+        "control-plane Region eu-west",
+        "v1 Namespace harmony-agent",
+        "v1 ServiceAccount harmony-agent/harmony-agent",
+        "v1 Secret harmony-agent/harmony-agent-bootstrap",
+        "apps/v1 Deployment harmony-agent/harmony-agent",
+    ] {
+        assert!(
+            created.contains(&expected),
+            "{expected} not created: {created:?}"
+        );
+    }
+    assert!(
+        report.details.iter().any(|d| d.contains("healthy")),
+        "{:?}",
+        report.details
+    );
+    // The token never shows in the report (Secrets are redacted).
+    assert!(!format!("{report:?}").contains(&token[4..]));
+
+    // What the Deployment looks like on the server.
+    let d = kubectl_json(
+        &server,
+        &[
+            "get",
+            "deployment",
+            "harmony-agent",
+            "-n",
+            "harmony-agent",
+            "-o",
+            "json",
+        ],
+    )
+    .unwrap();
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+    assert!(
+        c["resources"]["requests"]["cpu"].is_string()
+            && c["resources"]["limits"]["memory"].is_string()
+    );
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let roles = kubectl_json(
+        &server,
+        &[
+            "get",
+            "clusterroles",
+            "-l",
+            "app.kubernetes.io/name=harmony-agent",
+            "-o",
+            "json",
+        ],
+    )
+    .unwrap();
+    let verbs: Vec<&str> = roles["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["rules"].as_array().unwrap())
+        .flat_map(|rule| rule["verbs"].as_array().unwrap())
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(verbs.contains(&"patch"), "{verbs:?}");
+    for forbidden in ["escalate", "bind", "impersonate", "*"] {
+        assert!(
+            !verbs.contains(&forbidden),
+            "{forbidden} granted: {verbs:?}"
+        );
+    }
+    // The agent kept its identity in a Secret of its namespace, through its K8sClient.
+    let identity = kubectl_json(
+        &server,
+        &[
+            "get",
+            "secret",
+            IDENTITY_SECRET,
+            "-n",
+            "harmony-agent",
+            "-o",
+            "json",
+        ],
+    )
+    .unwrap_or_else(|| panic!("no identity Secret:\n{}", agent.log()));
+    assert!(identity["data"]["identity"].is_string());
+
+    // Idempotent: a second run mints no token and changes nothing.
+    let again = run(&server, score.clone()).await;
+    assert_eq!(again.status, ScoreStatus::Noop, "{again:#?}");
+    assert!(
+        again
+            .changes
+            .iter()
+            .all(|c| c.action == ChangeAction::Unchanged),
+        "{:#?}",
+        again.changes
+    );
+    assert_eq!(
+        cp.logs()
+            .matches("minted a bootstrap token for region eu-west")
+            .count(),
+        1
+    );
+
+    // A region whose agent never comes: the wait ends with a message naming what it waited for.
+    let never = RegionAgentRolloutScore::new(
+        RegionId::parse("never").unwrap(),
+        ZoneId::parse("z").unwrap(),
+        cp.client(),
+        "registry.example.com/harmony-agent:test",
+    )
+    .in_namespace(Dns1123Label::parse("never-agent").unwrap())
+    .with_wait(Duration::from_secs(2));
+    let failed = run(&server, never).await;
+    assert_eq!(failed.status, ScoreStatus::Failed);
+    assert!(
+        failed
+            .message
+            .contains("timed out after 2s waiting for region never to report healthy")
+            && failed.message.contains("never-agent/harmony-agent"),
+        "{}",
+        failed.message
+    );
+    // What was applied before the wait is still reported.
+    assert!(
+        failed
+            .changes
+            .iter()
+            .any(|c| c.object == "apps/v1 Deployment never-agent/harmony-agent")
+    );
+    drop(agent);
+}
