@@ -173,35 +173,11 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ErrorBody> {
     serde_json::to_value(v).map_err(|e| ErrorBody::new(code::INTERNAL, e.to_string()))
 }
 
-/// Parses a Kubernetes quantity into a number of base units (`500m` = 0.5, `1Ki` = 1024).
+/// A Kubernetes quantity in base units (`500m` = 0.5, `1Ki` = 1024); `None` when malformed.
 pub fn quantity(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(end);
-    let n: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * factor)
+    harmony::types::Quantity::parse(s.trim())
+        .ok()
+        .map(|q| q.value())
 }
 
 fn add(

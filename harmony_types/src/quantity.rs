@@ -41,6 +41,40 @@ impl Quantity {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// Its value in base units (`500m` is 0.5, `1Ki` is 1024), to compare or add quantities.
+    pub fn value(&self) -> f64 {
+        let unsigned = self.0.trim_start_matches(['+', '-']);
+        let negative = self.0.starts_with('-');
+        let end = unsigned
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(unsigned.len());
+        let (number, suffix) = unsigned.split_at(end);
+        let n: f64 = number.parse().unwrap_or(0.0);
+        let factor = match suffix {
+            "n" => 1e-9,
+            "u" => 1e-6,
+            "m" => 1e-3,
+            "k" => 1e3,
+            "M" => 1e6,
+            "G" => 1e9,
+            "T" => 1e12,
+            "P" => 1e15,
+            "E" => 1e18,
+            "Ki" => 1024f64,
+            "Mi" => 1024f64.powi(2),
+            "Gi" => 1024f64.powi(3),
+            "Ti" => 1024f64.powi(4),
+            "Pi" => 1024f64.powi(5),
+            "Ei" => 1024f64.powi(6),
+            // Validated: empty, or an exponent such as `e3`.
+            e => e
+                .get(1..)
+                .and_then(|x| x.parse().ok())
+                .map_or(1.0, |x| 10f64.powi(x)),
+        };
+        if negative { -n * factor } else { n * factor }
+    }
 }
 
 impl fmt::Display for Quantity {
@@ -70,6 +104,17 @@ mod tests {
             assert_eq!(err.kind, "quantity");
             assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
         }
+    }
+
+    #[test]
+    fn values_in_base_units() {
+        let v = |s: &str| Quantity::parse(s).unwrap().value();
+        assert_eq!(v("500m"), 0.5);
+        assert_eq!(v("1Ki"), 1024.0);
+        assert_eq!(v("2Gi"), 2.0 * 1024f64.powi(3));
+        assert_eq!(v("1.5"), 1.5);
+        assert_eq!(v("2e3"), 2000.0);
+        assert_eq!(v("-1k"), -1000.0);
     }
 
     #[test]

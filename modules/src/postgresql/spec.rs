@@ -140,7 +140,7 @@ impl ClusterSpec {
             ("memory", &resources.memory_request, &resources.memory_limit),
         ] {
             if let (Some(req), Some(lim)) = (request, limit)
-                && magnitude(req) > magnitude(lim)
+                && req.value() > lim.value()
             {
                 return Err(ValidationError::new(
                     format!("resources.requests.{what}"),
@@ -220,36 +220,6 @@ fn quantity(field: &str, value: &str) -> Result<Quantity, ValidationError> {
             "write a quantity such as \"10Gi\", \"1Gi\" or \"500m\"",
         )
     })
-}
-
-/// An approximate numeric value of a quantity, enough to compare a request with a limit.
-fn magnitude(q: &Quantity) -> f64 {
-    let s = q.as_str();
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(end);
-    let n: f64 = number.parse().unwrap_or(0.0);
-    let factor = match suffix {
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "" => 1.0,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e => e[1..].parse::<i32>().map(|x| 10f64.powi(x)).unwrap_or(1.0),
-    };
-    n * factor
 }
 
 #[cfg(test)]

@@ -119,6 +119,44 @@ impl K8sObject {
         crate::domain::redact::is_secret(&self.value)
     }
 
+    /// The status (`True`, `False`, `Unknown`) of the condition `condition_type`, if reported.
+    pub fn condition_status(&self, condition_type: &str) -> Option<&str> {
+        self.value
+            .pointer("/status/conditions")?
+            .as_array()?
+            .iter()
+            .find(|c| c.get("type").and_then(Value::as_str) == Some(condition_type))?
+            .get("status")
+            .and_then(Value::as_str)
+    }
+
+    /// Every reported condition as `Type=Status (Reason)`, for messages about what a wait saw.
+    pub fn describe_conditions(&self) -> String {
+        let conditions: Vec<String> = self
+            .value
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| {
+                        let field = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("?");
+                        format!(
+                            "{}={} ({})",
+                            field("type"),
+                            field("status"),
+                            field("reason")
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if conditions.is_empty() {
+            "no conditions yet".into()
+        } else {
+            conditions.join(", ")
+        }
+    }
+
     /// Adds (or replaces) a label in `metadata.labels`.
     pub fn with_label(mut self, key: &str, value: &str) -> Self {
         if let Some(Value::Object(meta)) = self.value.get_mut("metadata") {

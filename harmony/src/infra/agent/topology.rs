@@ -214,16 +214,6 @@ fn wire_ref(r: &ObjectRef) -> WireObjectRef {
     }
 }
 
-fn condition_status(object: &Value, condition_type: &str) -> Option<String> {
-    object
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(condition_type))
-        .and_then(|c| c.get("status").and_then(Value::as_str))
-        .map(str::to_string)
-}
-
 #[async_trait]
 impl Topology for AgentTopology {
     fn name(&self) -> &str {
@@ -379,8 +369,8 @@ impl K8sClient for AgentTopology {
                         condition_type,
                         status,
                     },
-                ) => match condition_status(o.value(), condition_type) {
-                    Some(s) if &s == status => return Ok(WaitOutcome::Satisfied),
+                ) => match o.condition_status(condition_type) {
+                    Some(s) if s == status => return Ok(WaitOutcome::Satisfied),
                     Some(s) => format!("{condition_type}={s}"),
                     None => format!("no {condition_type} condition yet"),
                 },

@@ -399,42 +399,6 @@ fn member_key(r: &ObjectRef) -> MemberKey {
     )
 }
 
-fn condition_status(object: &Value, condition_type: &str) -> Option<String> {
-    object
-        .pointer("/status/conditions")?
-        .as_array()?
-        .iter()
-        .find(|c| c.get("type").and_then(Value::as_str) == Some(condition_type))
-        .and_then(|c| c.get("status").and_then(Value::as_str))
-        .map(str::to_string)
-}
-
-fn describe_conditions(object: &Value) -> String {
-    let conditions: Vec<String> = object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .map(|cs| {
-            cs.iter()
-                .map(|c| {
-                    let field =
-                        |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("?").to_string();
-                    format!(
-                        "{}={} ({})",
-                        field("type"),
-                        field("status"),
-                        field("reason")
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    if conditions.is_empty() {
-        "no conditions yet".into()
-    } else {
-        conditions.join(", ")
-    }
-}
-
 #[async_trait]
 impl K8sClient for K8sTopology {
     async fn apply(
@@ -517,12 +481,10 @@ impl K8sClient for K8sTopology {
                             status,
                         },
                     ) => {
-                        if condition_status(o.value(), condition_type).as_deref()
-                            == Some(status.as_str())
-                        {
+                        if o.condition_status(condition_type) == Some(status.as_str()) {
                             return Ok(WaitOutcome::Satisfied);
                         }
-                        describe_conditions(o.value())
+                        o.describe_conditions()
                     }
                 },
             };
