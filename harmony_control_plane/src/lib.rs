@@ -67,6 +67,13 @@ pub struct Config {
     /// WebSocket read and write buffer per connection, in bytes (tungstenite defaults to 128 KiB).
     #[arg(long, default_value_t = 4096)]
     pub ws_buffer_bytes: usize,
+    /// Also run Harmony's operator (the PostgreSQL resources' controller) against the API
+    /// server of this kubeconfig, where the resources live.
+    #[arg(long, env = "HARMONY_CP_OPERATOR_KUBECONFIG", value_name = "FILE")]
+    pub operator_kubeconfig: Option<PathBuf>,
+    /// The operator reconciles every Ready resource again after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub operator_resync_s: u64,
     /// More log output (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -233,7 +240,36 @@ pub async fn bind(
 pub async fn cli_main() {
     let config = Config::parse();
     harmony_agent_protocol::logging::init(config.verbose);
+    let operator = match &config.operator_kubeconfig {
+        None => None,
+        Some(path) => match operator_client(path).await {
+            Ok(client) => Some(client),
+            Err(e) => {
+                log::error!("{e}");
+                eprintln!("error: {e}");
+                std::process::exit(2);
+            }
+        },
+    };
+    let resync = Duration::from_secs(config.operator_resync_s.max(1));
+    let operator = async move {
+        match operator {
+            Some(client) => {
+                log::info!("operator: reconciling PostgreSQL resources, resync every {resync:?}");
+                let config = harmony_operator::OperatorConfig {
+                    resync,
+                    ..harmony_operator::OperatorConfig::default()
+                };
+                harmony_operator::run(client, config).await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
     tokio::select! {
+        _ = operator => {
+            log::error!("the operator stopped");
+            std::process::exit(1);
+        }
         result = serve(config) => {
             if let Err(e) = result {
                 log::error!("{e}");
@@ -245,6 +281,17 @@ pub async fn cli_main() {
             log::info!("shutting down on signal");
         }
     }
+}
+
+/// A client for the API server where the operator's resources live.
+async fn operator_client(path: &std::path::Path) -> Result<kube::Client, String> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .map_err(|e| format!("--operator-kubeconfig {}: {e}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .map_err(|e| format!("--operator-kubeconfig {}: {e}", path.display()))?;
+    kube::Client::try_from(config)
+        .map_err(|e| format!("--operator-kubeconfig {}: {e}", path.display()))
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -412,3 +412,96 @@ async fn a_multisite_postgresql_resource_is_reconciled_kept_in_sync_and_cleaned_
     }
     controller.abort();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_control_plane_binary_runs_the_controller() {
+    use harmony_e2e::multi_region::{ControlPlane, ControlPlaneOptions, Pki};
+
+    let api = start(false);
+    let out = apply_yaml(&api, &harmony_operator::crds_yaml().unwrap());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kubectl_ok(
+        &api,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/multisitepostgresqls.harmony.io",
+            "crd/postgresqls.harmony.io",
+        ],
+    );
+    kubectl_ok(&api, &["create", "namespace", "tenant-a"]);
+
+    let pki = Pki::new().unwrap();
+    let kubeconfig = api.kubeconfig().display().to_string();
+    let mut control_plane = ControlPlane::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-control-plane")),
+        &pki,
+        ControlPlaneOptions {
+            extra_args: vec![
+                "--operator-kubeconfig".into(),
+                kubeconfig,
+                "--operator-resync-s".into(),
+                "1".into(),
+            ],
+            ..ControlPlaneOptions::default()
+        },
+    )
+    .unwrap();
+
+    // No Site is declared: the resources get conditions saying why they are not Ready.
+    let out = apply_yaml(&api, &finance_db("10Gi", "site-newyork", "17"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let single = "apiVersion: harmony.io/v1alpha1\nkind: PostgreSQL\nmetadata: {name: inventory, namespace: tenant-a}\nspec: {version: \"17\", storage: 1Gi}\n";
+    let out = apply_yaml(&api, single);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, _, message) = wait_for(
+        "UnknownSite from the control plane's controller",
+        Duration::from_secs(60),
+        || {
+            let r = get_json(
+                &api,
+                &[
+                    "multisitepostgresqls.harmony.io",
+                    "finance-db",
+                    "-n",
+                    "tenant-a",
+                ],
+            )
+            .unwrap_or_default();
+            let c = condition(&r, "Ready");
+            (
+                (c.1 == "UnknownSite").then(|| c.clone()),
+                format!("{c:?}\n{}", control_plane.logs()),
+            )
+        },
+    );
+    assert!(message.contains("declared sites: none"), "{message}");
+    let (_, _, message) = wait_for(
+        "InvalidSpec for a PostgreSQL without a site",
+        Duration::from_secs(60),
+        || {
+            let r = get_json(
+                &api,
+                &["postgresqls.harmony.io", "inventory", "-n", "tenant-a"],
+            )
+            .unwrap_or_default();
+            let c = condition(&r, "Ready");
+            ((c.1 == "InvalidSpec").then(|| c.clone()), format!("{c:?}"))
+        },
+    );
+    assert!(message.contains("spec.site"), "{message}");
+    control_plane.kill9();
+}
