@@ -16,9 +16,12 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harmony::domain::capability::{CapabilityError, MultiSite};
-use harmony::domain::{InterpretError, Inventory, Outcome, RunContext, Score, Topology};
-use harmony::infra::kube::K8sTopology;
+use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, MultiSite};
+use harmony::domain::{
+    ChangeAction, InterpretError, Inventory, Outcome, RunContext, Score, Topology,
+};
+use harmony::infra::agent::ControlPlaneClient;
+use harmony::infra::kube::ownership_record;
 use harmony::infra::multi_site::MultiSiteTopology;
 use harmony_modules::postgresql::{
     MultisitePostgreSQL, MultisitePostgreSQLScore, PostgreSQLResource, PostgreSQLScore,
@@ -27,7 +30,7 @@ use harmony_modules::postgresql::{
 
 use crate::FINALIZER;
 use crate::conditions::{Verdict, status};
-use crate::site::{self, SiteError};
+use crate::site::{self, SiteError, SiteTopology};
 
 /// How the controller paces itself.
 #[derive(Debug, Clone)]
@@ -38,6 +41,8 @@ pub struct OperatorConfig {
     pub backoff_base: Duration,
     /// The longest retry delay.
     pub backoff_max: Duration,
+    /// The control plane that reaches region agents, for sites declared with `spec.region`.
+    pub control_plane: Option<ControlPlaneClient>,
 }
 
 impl Default for OperatorConfig {
@@ -46,6 +51,7 @@ impl Default for OperatorConfig {
             resync: Duration::from_secs(300),
             backoff_base: Duration::from_secs(5),
             backoff_max: Duration::from_secs(300),
+            control_plane: None,
         }
     }
 }
@@ -81,7 +87,7 @@ trait Managed:
     /// The ApplySet owners of what the Score applies.
     fn owners(&self) -> Vec<String>;
     /// Validates the Score, then runs it on `topology`.
-    async fn run(&self, topology: &MultiSiteTopology<K8sTopology>) -> Result<Outcome, Failure>;
+    async fn run(&self, topology: &MultiSiteTopology<SiteTopology>) -> Result<Outcome, Failure>;
 }
 
 /// Why a run did not reach the intent.
@@ -109,8 +115,8 @@ impl Managed for MultisitePostgreSQL {
             .to_vec()
     }
 
-    async fn run(&self, topology: &MultiSiteTopology<K8sTopology>) -> Result<Outcome, Failure> {
-        type T = MultiSiteTopology<K8sTopology>;
+    async fn run(&self, topology: &MultiSiteTopology<SiteTopology>) -> Result<Outcome, Failure> {
+        type T = MultiSiteTopology<SiteTopology>;
         let score = MultisitePostgreSQLScore::from_resource(self);
         Score::<T>::validate(&score)
             .and_then(|()| Score::<T>::validate_on(&score, topology))
@@ -140,14 +146,14 @@ impl Managed for PostgreSQLResource {
         vec![PostgreSQLScore::from_resource(self).owner()]
     }
 
-    async fn run(&self, topology: &MultiSiteTopology<K8sTopology>) -> Result<Outcome, Failure> {
+    async fn run(&self, topology: &MultiSiteTopology<SiteTopology>) -> Result<Outcome, Failure> {
         let score = PostgreSQLScore::from_resource(self);
-        Score::<K8sTopology>::validate(&score).map_err(|e| Failure::Invalid(e.to_string()))?;
+        Score::<SiteTopology>::validate(&score).map_err(|e| Failure::Invalid(e.to_string()))?;
         let name = self.spec.site.clone().unwrap_or_default();
         let site = topology.site(&name).ok_or_else(|| {
             Failure::Invalid(format!("invalid site: {name:?} is not in the topology"))
         })?;
-        Score::<K8sTopology>::create_interpret(&score)
+        Score::<SiteTopology>::create_interpret(&score)
             .execute(&Inventory::empty(), site)
             .await
             .map_err(Failure::Interpret)
@@ -194,7 +200,14 @@ async fn run_once<K: Managed>(
     }
     let names: Vec<String> = sites.iter().map(|(s, _)| s.clone()).collect();
     let run_ctx = RunContext::default();
-    let topology = match site::topology(&ctx.client, &names, &run_ctx).await {
+    let topology = match site::topology(
+        &ctx.client,
+        &names,
+        &run_ctx,
+        ctx.config.control_plane.as_ref(),
+    )
+    .await
+    {
         Ok(t) => t,
         Err(e) => {
             let reason = match e {
@@ -321,10 +334,22 @@ async fn apply<K: Managed>(
     }
 }
 
-/// Deletes what the resource's Score created on each of its sites, and nothing else.
+/// Deletes what the resource's Score created on each of its sites, and nothing else: each
+/// owner's members are pruned (only objects carrying its label), then its ownership record.
 async fn cleanup<K: Managed>(o: Arc<K>, ctx: &Context) -> Result<Action, ReconcileError> {
     let names: Vec<String> = o.sites().into_iter().map(|(s, _)| s).collect();
-    let topology = match site::topology(&ctx.client, &names, &RunContext::default()).await {
+    let pruning = RunContext {
+        prune: true,
+        ..RunContext::default()
+    };
+    let topology = match site::topology(
+        &ctx.client,
+        &names,
+        &pruning,
+        ctx.config.control_plane.as_ref(),
+    )
+    .await
+    {
         Ok(t) => t,
         // Sites that were never usable hold nothing of ours.
         Err(SiteError::Unknown { .. } | SiteError::Unusable { .. }) => {
@@ -341,14 +366,25 @@ async fn cleanup<K: Managed>(o: Arc<K>, ctx: &Context) -> Result<Action, Reconci
             continue;
         };
         for owner in o.owners() {
-            let deleted = site
-                .delete_owned(&owner)
+            let fail = |e: String| ReconcileError(format!("cleaning up {owner} on {name}: {e}"));
+            let options = ApplyOptions {
+                owner: Some(owner.clone()),
+                ..ApplyOptions::default()
+            };
+            let pruned = site
+                .apply(&[], &options)
                 .await
-                .map_err(|e| ReconcileError(format!("cleaning up {owner} on {name}: {e}")))?;
+                .map_err(|f| fail(f.error.to_string()))?;
+            site.delete(&ownership_record(&owner))
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            let deleted = pruned
+                .iter()
+                .filter(|c| c.action == ChangeAction::Delete)
+                .count();
             log::info!(
-                "{}: deleted {} object(s) of {owner} on {name}",
-                key(o.as_ref()),
-                deleted.len()
+                "{}: deleted {deleted} object(s) of {owner} on {name}",
+                key(o.as_ref())
             );
         }
     }

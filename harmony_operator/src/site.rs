@@ -5,11 +5,20 @@ use kube::{Client, CustomResource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use harmony::domain::RunContext;
-use harmony::domain::capability::SecretBytes;
+use async_trait::async_trait;
+use std::time::Duration;
+
+use harmony::domain::capability::{
+    ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, SecretBytes,
+    WaitCondition, WaitOutcome,
+};
+use harmony::domain::{
+    ExecutionMode, ObjectChange, PreparationError, PreparationOutcome, RunContext, Topology,
+};
+use harmony::infra::agent::{AgentTopology, ControlPlaneClient};
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::multi_site::MultiSiteTopology;
-use harmony::types::Dns1123Label;
+use harmony::types::{Dns1123Label, RegionId};
 use k8s_openapi::api::core::v1::Secret;
 
 /// A cluster the operator may place objects on, reached directly with a kubeconfig Secret.
@@ -25,7 +34,7 @@ pub struct SiteSpec {
     /// The Secret holding a kubeconfig for the site (direct access).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubeconfig_secret: Option<SecretKeyRef>,
-    /// The region whose agent reaches the site (not supported by the operator yet).
+    /// The region whose agent reaches the site, through the control plane (no credentials here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
 }
@@ -73,12 +82,81 @@ pub enum SiteError {
     Api(#[from] kube::Error),
 }
 
-/// The topology of the named sites, each reached with the kubeconfig its `Site` points at.
+/// One site, reached directly (kubeconfig) or through its region's agent.
+pub enum SiteTopology {
+    /// A kubeconfig from the Site's Secret.
+    Direct(Box<K8sTopology>),
+    /// The region's agent, through the control plane.
+    Agent(Box<AgentTopology>),
+}
+
+impl SiteTopology {
+    fn k8s(&self) -> &dyn K8sClient {
+        match self {
+            Self::Direct(t) => t.as_ref(),
+            Self::Agent(t) => t.as_ref(),
+        }
+    }
+
+    fn topology(&self) -> &dyn Topology {
+        match self {
+            Self::Direct(t) => t.as_ref(),
+            Self::Agent(t) => t.as_ref(),
+        }
+    }
+}
+
+#[async_trait]
+impl Topology for SiteTopology {
+    fn name(&self) -> &str {
+        self.topology().name()
+    }
+
+    fn mode(&self) -> ExecutionMode {
+        self.topology().mode()
+    }
+
+    async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError> {
+        self.topology().ensure_ready().await
+    }
+}
+
+#[async_trait]
+impl K8sClient for SiteTopology {
+    async fn apply(
+        &self,
+        objects: &[K8sObject],
+        options: &ApplyOptions,
+    ) -> Result<Vec<ObjectChange>, ApplyFailure> {
+        self.k8s().apply(objects, options).await
+    }
+
+    async fn get(&self, object: &ObjectRef) -> Result<Option<K8sObject>, CapabilityError> {
+        self.k8s().get(object).await
+    }
+
+    async fn delete(&self, object: &ObjectRef) -> Result<ObjectChange, CapabilityError> {
+        self.k8s().delete(object).await
+    }
+
+    async fn wait_for(
+        &self,
+        object: &ObjectRef,
+        condition: &WaitCondition,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, CapabilityError> {
+        self.k8s().wait_for(object, condition, timeout).await
+    }
+}
+
+/// The topology of the named sites, each reached as its `Site` says: a kubeconfig Secret, or
+/// its region's agent through `control_plane`.
 pub async fn topology(
     client: &Client,
     names: &[String],
     ctx: &RunContext,
-) -> Result<MultiSiteTopology<K8sTopology>, SiteError> {
+    control_plane: Option<&ControlPlaneClient>,
+) -> Result<MultiSiteTopology<SiteTopology>, SiteError> {
     let sites: Api<Site> = Api::all(client.clone());
     let mut out = Vec::new();
     for name in names {
@@ -105,32 +183,48 @@ pub async fn topology(
             reason,
         };
         let label = Dns1123Label::parse(name).map_err(|e| unusable(e.to_string()))?;
-        let Some(secret_ref) = &site.spec.kubeconfig_secret else {
-            return Err(unusable(if site.spec.region.is_some() {
-                "sites reached through a region agent are not supported by the operator yet; give spec.kubeconfigSecret".into()
-            } else {
-                "it has no spec.kubeconfigSecret; point it at a Secret holding the site's kubeconfig".into()
-            }));
+        let topology = match (&site.spec.kubeconfig_secret, &site.spec.region) {
+            (Some(secret_ref), _) => {
+                let secrets: Api<Secret> = Api::namespaced(client.clone(), &secret_ref.namespace);
+                let secret = secrets.get_opt(&secret_ref.name).await?.ok_or_else(|| {
+                    unusable(format!(
+                        "Secret {}/{} does not exist",
+                        secret_ref.namespace, secret_ref.name
+                    ))
+                })?;
+                let kubeconfig = secret
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(&secret_ref.key))
+                    .ok_or_else(|| {
+                        unusable(format!(
+                            "Secret {}/{} has no key {:?}",
+                            secret_ref.namespace, secret_ref.name, secret_ref.key
+                        ))
+                    })?;
+                let target = KubeTarget::Inline(SecretBytes::new(kubeconfig.0.clone()));
+                SiteTopology::Direct(Box::new(K8sTopology::new(name.clone(), target, ctx)))
+            }
+            (None, Some(region)) => {
+                let region =
+                    RegionId::parse(region).map_err(|e| unusable(format!("spec.region: {e}")))?;
+                let control_plane = control_plane.ok_or_else(|| {
+                    unusable("sites reached through a region agent need the operator to run with a control plane (harmony-control-plane --operator-kubeconfig)".into())
+                })?;
+                SiteTopology::Agent(Box::new(AgentTopology::new(
+                    name.clone(),
+                    region,
+                    control_plane.clone(),
+                    ctx,
+                )))
+            }
+            (None, None) => {
+                return Err(unusable(
+                    "it names neither spec.kubeconfigSecret nor spec.region; give one".into(),
+                ));
+            }
         };
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &secret_ref.namespace);
-        let secret = secrets.get_opt(&secret_ref.name).await?.ok_or_else(|| {
-            unusable(format!(
-                "Secret {}/{} does not exist",
-                secret_ref.namespace, secret_ref.name
-            ))
-        })?;
-        let kubeconfig = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(&secret_ref.key))
-            .ok_or_else(|| {
-                unusable(format!(
-                    "Secret {}/{} has no key {:?}",
-                    secret_ref.namespace, secret_ref.name, secret_ref.key
-                ))
-            })?;
-        let target = KubeTarget::Inline(SecretBytes::new(kubeconfig.0.clone()));
-        out.push((label, K8sTopology::new(name.clone(), target, ctx)));
+        out.push((label, topology));
     }
     Ok(MultiSiteTopology::new("operator", out))
 }

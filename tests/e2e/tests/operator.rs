@@ -184,6 +184,7 @@ async fn a_multisite_postgresql_resource_is_reconciled_kept_in_sync_and_cleaned_
             resync: Duration::from_secs(2),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(5),
+            control_plane: None,
         },
     ));
 
@@ -504,4 +505,188 @@ async fn the_control_plane_binary_runs_the_controller() {
     );
     assert!(message.contains("spec.site"), "{message}");
     control_plane.kill9();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_cleaned_up() {
+    use harmony::types::{RegionId, ZoneId};
+    use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+
+    let cp = start(false);
+    let (paris, newyork) = (start(true), start(true));
+    let out = apply_yaml(&cp, &harmony_operator::crds_yaml().unwrap());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kubectl_ok(
+        &cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/multisitepostgresqls.harmony.io",
+            "crd/sites.harmony.io",
+        ],
+    );
+    kubectl_ok(&cp, &["create", "namespace", "harmony-system"]);
+    kubectl_ok(&cp, &["create", "namespace", "tenant-a"]);
+    declare_site(&cp, "site-paris", &paris);
+
+    // site-newyork is reached only through its region's agent: the operator holds no
+    // credentials for it.
+    let pki = Pki::new().unwrap();
+    let control_plane = ControlPlane::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-control-plane")),
+        &pki,
+        ControlPlaneOptions::default(),
+    )
+    .unwrap();
+    let admin = control_plane.client();
+    let created = admin
+        .create_region(
+            &RegionId::parse("newyork").unwrap(),
+            &ZoneId::parse("newyork-a").unwrap(),
+        )
+        .await
+        .unwrap()
+        .expect("a new region");
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("bootstrap-token");
+    std::fs::write(&token_file, created.bootstrap_token.expose()).unwrap();
+    let mut agent = Agent::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-agent")),
+        &AgentOptions {
+            url: control_plane.url(),
+            region: "newyork".into(),
+            zone: "newyork-a".into(),
+            ca: pki.ca(),
+            bootstrap_token_file: Some(token_file),
+            identity_file: dir.path().join("identity"),
+            identity_secret: None,
+            kubeconfig: newyork.kubeconfig(),
+            backoff_base_ms: 200,
+            backoff_max_ms: 2000,
+            extra_args: Vec::new(),
+            rust_log: None,
+        },
+        &dir.path().join("agent.log"),
+    )
+    .unwrap();
+    let started = Instant::now();
+    while !admin
+        .region("newyork")
+        .await
+        .unwrap()
+        .is_some_and(|r| r.is_healthy())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "agent not healthy:\n{}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = apply_yaml(
+        &cp,
+        "apiVersion: harmony.io/v1alpha1\nkind: Site\nmetadata: {name: site-newyork}\nspec: {region: newyork}\n",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    operator_secrets(&paris, "CERT-V1");
+    let controller = tokio::spawn(harmony_operator::run(
+        client_for(&cp).await,
+        OperatorConfig {
+            resync: Duration::from_secs(2),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(5),
+            control_plane: Some(admin.clone()),
+        },
+    ));
+    let out = apply_yaml(&cp, &finance_db("10Gi", "site-newyork", "17"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for(
+        "Ready=True through the agent",
+        Duration::from_secs(90),
+        || {
+            let r = get_json(
+                &cp,
+                &[
+                    "multisitepostgresqls.harmony.io",
+                    "finance-db",
+                    "-n",
+                    "tenant-a",
+                ],
+            )
+            .unwrap_or_default();
+            let c = condition(&r, "Ready");
+            ((c.0 == "True").then_some(()), format!("{c:?}"))
+        },
+    );
+    let replica = get_json(
+        &newyork,
+        &[
+            "clusters.postgresql.cnpg.io",
+            "finance-db",
+            "-n",
+            "tenant-a",
+            "--show-managed-fields",
+        ],
+    )
+    .unwrap();
+    assert_eq!(replica["spec"]["replica"]["enabled"], true);
+    assert!(
+        replica["metadata"]["managedFields"]
+            .to_string()
+            .contains("harmony-agent"),
+        "applied by the agent"
+    );
+    let copy = get_json(
+        &newyork,
+        &[
+            "secret",
+            "finance-db-site-paris-replication",
+            "-n",
+            "tenant-a",
+        ],
+    )
+    .unwrap();
+    assert_eq!(decoded(&copy, "tls.crt"), "CERT-V1");
+
+    kubectl_ok(
+        &cp,
+        &[
+            "delete",
+            "multisitepostgresqls.harmony.io",
+            "finance-db",
+            "-n",
+            "tenant-a",
+            "--wait=true",
+            "--timeout=60s",
+        ],
+    );
+    for object in [
+        "clusters.postgresql.cnpg.io/finance-db",
+        "secret/finance-db-site-paris-replication",
+        "secret/finance-db-site-paris-ca",
+    ] {
+        assert!(
+            !newyork
+                .kubectl(&["get", object, "-n", "tenant-a"])
+                .status
+                .success(),
+            "{object} survived on the agent's site"
+        );
+    }
+    controller.abort();
+    agent.kill9();
 }

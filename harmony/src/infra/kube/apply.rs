@@ -371,22 +371,6 @@ impl K8sTopology {
     }
 }
 
-impl K8sTopology {
-    /// Deletes every object `owner` applied (the members its ownership record lists) and the
-    /// record itself: what a controller's finalizer does when the resource is deleted. Objects
-    /// without the owner's label are never touched. In plan mode nothing is deleted.
-    pub async fn delete_owned(&self, owner: &str) -> Result<Vec<ObjectChange>, CapabilityError> {
-        let set = ApplySet::for_owner(owner);
-        let recorded = Contents::from_parent(self.get(&set.parent).await?.as_ref());
-        let mut deleted = self.prune(&set, &recorded, &BTreeSet::new()).await?;
-        let parent = self.delete(&set.parent).await?;
-        if parent.action == ChangeAction::Delete {
-            deleted.push(parent);
-        }
-        Ok(deleted)
-    }
-}
-
 /// Identity of a member regardless of API version: group, kind, namespace, name.
 type MemberKey = (String, String, Option<String>, String);
 

@@ -23,6 +23,12 @@ const NAMESPACES: &str = "applyset.kubernetes.io/additional-namespaces";
 const TOOLING: &str = "applyset.kubernetes.io/tooling";
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 
+/// The ownership record (ApplySet parent) of `owner`: after its members are pruned, deleting it
+/// forgets the owner entirely.
+pub fn ownership_record(owner: &str) -> ObjectRef {
+    ApplySet::for_owner(owner).parent
+}
+
 /// The set of objects one owner manages.
 pub(super) struct ApplySet {
     pub id: String,

@@ -7,4 +7,5 @@ mod normalize;
 mod resolve;
 mod topology;
 
+pub use applyset::ownership_record;
 pub use topology::{FIELD_MANAGER, K8sTopology, KubeTarget};
