@@ -65,6 +65,8 @@ struct RegionLive {
     last_heartbeat: Option<Instant>,
     last_heartbeat_ms: Option<i64>,
     status: AgentStatus,
+    /// Whether the current connection has sent a heartbeat yet (it reports reachability).
+    pinged: bool,
     pending: HashMap<String, Pending>,
     progress: u64,
 }
@@ -201,11 +203,9 @@ impl Hub {
         live.connected_at_ms = Some(now_ms());
         live.last_heartbeat = Some(Instant::now());
         live.last_heartbeat_ms = Some(now_ms());
-        // Until the first ping says otherwise, assume the cluster is reachable.
-        live.status = AgentStatus {
-            k8s_reachable: true,
-            ..AgentStatus::default()
-        };
+        // Healthy needs the agent to report its cluster reachable, which its first ping does.
+        live.status = AgentStatus::default();
+        live.pinged = false;
         id
     }
 
@@ -226,6 +226,7 @@ impl Hub {
             live.last_heartbeat = Some(Instant::now());
             live.last_heartbeat_ms = Some(now_ms());
             live.status = status;
+            live.pinged = true;
         }
     }
 
@@ -324,13 +325,19 @@ impl Hub {
             },
             Some(live) => {
                 let connected = live.connection.is_some();
-                let (health, health_reason) = health(
+                let (health, health_reason) = match health(
                     now,
                     connected,
                     live.last_heartbeat,
                     live.status.k8s_reachable,
                     &self.policy,
-                );
+                ) {
+                    (Health::Unhealthy, _) if connected && !live.pinged => (
+                        Health::Unhealthy,
+                        "connected; waiting for the agent's first heartbeat, which reports whether it reaches its cluster".into(),
+                    ),
+                    other => other,
+                };
                 LiveView {
                     health,
                     health_reason,
