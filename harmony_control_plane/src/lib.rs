@@ -71,6 +71,10 @@ pub struct Config {
     /// server of this kubeconfig, where the resources live.
     #[arg(long, env = "HARMONY_CP_OPERATOR_KUBECONFIG", value_name = "FILE")]
     pub operator_kubeconfig: Option<PathBuf>,
+    /// The CA bundle (PEM) the embedded operator trusts to reach this control plane for
+    /// `Site`s reached through region agents; system roots when absent.
+    #[arg(long, value_name = "FILE")]
+    pub operator_ca: Option<PathBuf>,
     /// The operator reconciles every Ready resource again after this many seconds.
     #[arg(long, default_value_t = 300)]
     pub operator_resync_s: u64,
@@ -242,8 +246,8 @@ pub async fn cli_main() {
     harmony_agent_protocol::logging::init(config.verbose);
     let operator = match &config.operator_kubeconfig {
         None => None,
-        Some(path) => match operator_client(path).await {
-            Ok(client) => Some(client),
+        Some(path) => match operator_clients(path, &config).await {
+            Ok(clients) => Some(clients),
             Err(e) => {
                 log::error!("{e}");
                 eprintln!("error: {e}");
@@ -254,10 +258,11 @@ pub async fn cli_main() {
     let resync = Duration::from_secs(config.operator_resync_s.max(1));
     let operator = async move {
         match operator {
-            Some(client) => {
+            Some((client, control_plane)) => {
                 log::info!("operator: reconciling PostgreSQL resources, resync every {resync:?}");
                 let config = harmony_operator::OperatorConfig {
                     resync,
+                    control_plane: Some(control_plane),
                     ..harmony_operator::OperatorConfig::default()
                 };
                 harmony_operator::run(client, config).await;
@@ -281,6 +286,31 @@ pub async fn cli_main() {
             log::info!("shutting down on signal");
         }
     }
+}
+
+/// The embedded operator's clients: the API server where its resources live, and this control
+/// plane itself (over loopback, for `Site`s reached through region agents).
+async fn operator_clients(
+    path: &std::path::Path,
+    config: &Config,
+) -> Result<(kube::Client, harmony::infra::agent::ControlPlaneClient), String> {
+    let client = operator_client(path).await?;
+    let ca = match &config.operator_ca {
+        Some(p) => {
+            Some(std::fs::read(p).map_err(|e| format!("--operator-ca {}: {e}", p.display()))?)
+        }
+        None => None,
+    };
+    let admin = read_admin_token(&config.admin_token_file).map_err(|e| e.to_string())?;
+    let ip = match config.listen.ip() {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    let url = format!("https://{}", SocketAddr::new(ip, config.listen.port()));
+    let control_plane = harmony::infra::agent::ControlPlaneClient::new(&url, admin, ca.as_deref())
+        .map_err(|e| format!("the operator's client for {url}: {e}"))?;
+    Ok((client, control_plane))
 }
 
 /// A client for the API server where the operator's resources live.

@@ -448,6 +448,8 @@ async fn the_control_plane_binary_runs_the_controller() {
                 kubeconfig,
                 "--operator-resync-s".into(),
                 "1".into(),
+                "--operator-ca".into(),
+                pki.ca().display().to_string(),
             ],
             ..ControlPlaneOptions::default()
         },
@@ -504,6 +506,40 @@ async fn the_control_plane_binary_runs_the_controller() {
         },
     );
     assert!(message.contains("spec.site"), "{message}");
+
+    // The embedded operator reaches region sites through its own control plane: a Site whose
+    // region was never created is reported as unreachable there, naming the region.
+    let site = "apiVersion: harmony.io/v1alpha1\nkind: Site\nmetadata: {name: site-newyork}\nspec: {region: newyork}\n";
+    let out = apply_yaml(&api, site);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ledger = "apiVersion: harmony.io/v1alpha1\nkind: PostgreSQL\nmetadata: {name: ledger, namespace: tenant-a}\nspec: {version: \"17\", storage: 1Gi, site: site-newyork}\n";
+    let out = apply_yaml(&api, ledger);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, _, message) = wait_for(
+        "SiteUnreachable for a region that does not exist",
+        Duration::from_secs(60),
+        || {
+            let r = get_json(
+                &api,
+                &["postgresqls.harmony.io", "ledger", "-n", "tenant-a"],
+            )
+            .unwrap_or_default();
+            let c = condition(&r, "Ready");
+            (
+                (c.1 == "SiteUnreachable").then(|| c.clone()),
+                format!("{c:?}\n{}", control_plane.logs()),
+            )
+        },
+    );
+    assert!(message.contains("has no region newyork"), "{message}");
     control_plane.kill9();
 }
 
