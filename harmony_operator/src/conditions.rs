@@ -1,6 +1,6 @@
 //! Building the status the controller writes: conditions that say why a resource is not Ready.
 
-use harmony_modules::postgresql::{PostgreSQLStatus, SiteState, StatusCondition};
+use harmony_modules::postgresql::{ResourceStatus, SiteState, StatusCondition};
 
 /// What one reconcile concluded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,17 +45,17 @@ fn condition(
 
 /// The status for `verdict`, from the `previous` one.
 pub fn status(
-    previous: Option<&PostgreSQLStatus>,
+    previous: Option<&ResourceStatus>,
     generation: Option<i64>,
     verdict: &Verdict,
     sites: Vec<SiteState>,
     certificates_synced: bool,
-) -> PostgreSQLStatus {
-    let empty = PostgreSQLStatus::default();
+) -> ResourceStatus {
+    let empty = ResourceStatus::default();
     let previous = previous.unwrap_or(&empty);
     let prev = &previous.conditions;
     let degraded = !verdict.ready && !verdict.progressing;
-    PostgreSQLStatus {
+    ResourceStatus {
         observed_generation: generation,
         conditions: vec![
             condition(

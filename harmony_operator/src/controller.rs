@@ -25,8 +25,9 @@ use harmony::infra::kube::ownership_record;
 use harmony::infra::multi_site::MultiSiteTopology;
 use harmony_modules::postgresql::{
     MultisitePostgreSQL, MultisitePostgreSQLScore, PostgreSQLResource, PostgreSQLScore,
-    PostgreSQLStatus, SiteState,
+    ResourceStatus, SiteState,
 };
+use harmony_modules::region::{RegionAgent, RegionAgentRolloutScore};
 
 use crate::FINALIZER;
 use crate::conditions::{Verdict, status};
@@ -81,13 +82,17 @@ trait Managed:
     + 'static
 {
     /// The status written last.
-    fn last_status(&self) -> Option<&PostgreSQLStatus>;
+    fn last_status(&self) -> Option<&ResourceStatus>;
     /// Each site the resource uses, with its role.
     fn sites(&self) -> Vec<(String, &'static str)>;
     /// The ApplySet owners of what the Score applies.
     fn owners(&self) -> Vec<String>;
     /// Validates the Score, then runs it on `topology`.
-    async fn run(&self, topology: &MultiSiteTopology<SiteTopology>) -> Result<Outcome, Failure>;
+    async fn run(
+        &self,
+        topology: &MultiSiteTopology<SiteTopology>,
+        control_plane: Option<&ControlPlaneClient>,
+    ) -> Result<Outcome, Failure>;
 }
 
 /// Why a run did not reach the intent.
@@ -98,7 +103,7 @@ enum Failure {
 
 #[async_trait]
 impl Managed for MultisitePostgreSQL {
-    fn last_status(&self) -> Option<&PostgreSQLStatus> {
+    fn last_status(&self) -> Option<&ResourceStatus> {
         self.status.as_ref()
     }
 
@@ -115,7 +120,11 @@ impl Managed for MultisitePostgreSQL {
             .to_vec()
     }
 
-    async fn run(&self, topology: &MultiSiteTopology<SiteTopology>) -> Result<Outcome, Failure> {
+    async fn run(
+        &self,
+        topology: &MultiSiteTopology<SiteTopology>,
+        _control_plane: Option<&ControlPlaneClient>,
+    ) -> Result<Outcome, Failure> {
         type T = MultiSiteTopology<SiteTopology>;
         let score = MultisitePostgreSQLScore::from_resource(self);
         Score::<T>::validate(&score)
@@ -130,7 +139,7 @@ impl Managed for MultisitePostgreSQL {
 
 #[async_trait]
 impl Managed for PostgreSQLResource {
-    fn last_status(&self) -> Option<&PostgreSQLStatus> {
+    fn last_status(&self) -> Option<&ResourceStatus> {
         self.status.as_ref()
     }
 
@@ -146,12 +155,54 @@ impl Managed for PostgreSQLResource {
         vec![PostgreSQLScore::from_resource(self).owner()]
     }
 
-    async fn run(&self, topology: &MultiSiteTopology<SiteTopology>) -> Result<Outcome, Failure> {
+    async fn run(
+        &self,
+        topology: &MultiSiteTopology<SiteTopology>,
+        _control_plane: Option<&ControlPlaneClient>,
+    ) -> Result<Outcome, Failure> {
         let score = PostgreSQLScore::from_resource(self);
         Score::<SiteTopology>::validate(&score).map_err(|e| Failure::Invalid(e.to_string()))?;
         let name = self.spec.site.clone().unwrap_or_default();
         let site = topology.site(&name).ok_or_else(|| {
             Failure::Invalid(format!("invalid site: {name:?} is not in the topology"))
+        })?;
+        Score::<SiteTopology>::create_interpret(&score)
+            .execute(&Inventory::empty(), site)
+            .await
+            .map_err(Failure::Interpret)
+    }
+}
+
+#[async_trait]
+impl Managed for RegionAgent {
+    fn last_status(&self) -> Option<&ResourceStatus> {
+        self.status.as_ref()
+    }
+
+    fn sites(&self) -> Vec<(String, &'static str)> {
+        vec![(self.spec.site.clone(), "agent")]
+    }
+
+    fn owners(&self) -> Vec<String> {
+        vec![RegionAgentRolloutScore::owner_for(&self.spec.region)]
+    }
+
+    async fn run(
+        &self,
+        topology: &MultiSiteTopology<SiteTopology>,
+        control_plane: Option<&ControlPlaneClient>,
+    ) -> Result<Outcome, Failure> {
+        let control_plane = control_plane.ok_or_else(|| {
+            Failure::Invalid("a RegionAgent needs the operator to run with a control plane (harmony-control-plane --operator-kubeconfig)".into())
+        })?;
+        let score = RegionAgentRolloutScore::from_spec(&self.spec, control_plane.clone())
+            .map_err(|e| Failure::Invalid(e.to_string()))?;
+        Score::<SiteTopology>::validate(&score).map_err(|e| Failure::Invalid(e.to_string()))?;
+        let site = topology.site(&self.spec.site).ok_or_else(|| {
+            Failure::Invalid(format!(
+                "invalid spec.site: {:?} is not in the topology",
+                self.spec.site
+            ))
         })?;
         Score::<SiteTopology>::create_interpret(&score)
             .execute(&Inventory::empty(), site)
@@ -243,7 +294,7 @@ async fn run_once<K: Managed>(
         };
         return (v, states, false, None);
     }
-    match o.run(&topology).await {
+    match o.run(&topology, ctx.config.control_plane.as_ref()).await {
         Ok(outcome) => {
             let synced = o.sites().iter().any(|(_, r)| *r == "replica")
                 && !outcome
@@ -440,6 +491,7 @@ pub async fn run(client: Client, config: OperatorConfig) {
     });
     futures::join!(
         control::<MultisitePostgreSQL>(ctx.clone()),
-        control::<PostgreSQLResource>(ctx)
+        control::<PostgreSQLResource>(ctx.clone()),
+        control::<RegionAgent>(ctx)
     );
 }

@@ -1,5 +1,5 @@
-//! Harmony as an operator: `MultisitePostgreSQL` and `PostgreSQL` resources (the Scores' own
-//! types) reconciled continuously against the sites declared as `Site` resources.
+//! Harmony as an operator: `MultisitePostgreSQL`, `PostgreSQL` and `RegionAgent` resources
+//! reconciled continuously against the sites declared as `Site` resources.
 //!
 //! - [`site`]: the `Site` resource and how a site name becomes a topology;
 //! - [`conditions`]: the status the controller writes;
@@ -25,6 +25,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         harmony_modules::postgresql::MultisitePostgreSQL::crd(),
         harmony_modules::postgresql::PostgreSQLResource::crd(),
+        harmony_modules::region::RegionAgent::crd(),
         Site::crd(),
     ]
 }

@@ -16,4 +16,4 @@ pub use multisite::{
 };
 pub use single::{PostgreSQLResource, PostgreSQLScore, PostgreSQLSpec};
 pub use spec::{ClusterSpec, ResourceList, ResourcesSpec, SUPPORTED_MAJORS};
-pub use status::{PostgreSQLStatus, SiteState, StatusCondition};
+pub use status::{ResourceStatus, SiteState, StatusCondition};

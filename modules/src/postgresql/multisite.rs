@@ -18,7 +18,7 @@ use harmony::domain::{
 use harmony::types::{Dns1123Label, HostName, Version};
 
 use super::spec::ClusterSpec;
-use super::status::PostgreSQLStatus;
+use super::status::ResourceStatus;
 
 /// The first major version whose libpq can open TLS directly (`sslnegotiation=direct`), which
 /// an SNI-routed passthrough Route needs.
@@ -80,7 +80,7 @@ pub enum Exposure {
     version = "v1alpha1",
     kind = "MultisitePostgreSQL",
     namespaced,
-    status = "PostgreSQLStatus",
+    status = "ResourceStatus",
     shortname = "mpg",
     doc = "A PostgreSQL cluster with its primary on one site and streaming replicas on others (CloudNativePG)",
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version"}"#,

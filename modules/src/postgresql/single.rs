@@ -13,7 +13,7 @@ use harmony::domain::{
 use harmony::types::Version;
 
 use super::spec::ClusterSpec;
-use super::status::PostgreSQLStatus;
+use super::status::ResourceStatus;
 
 /// What a single-site PostgreSQL cluster should be: the spec of the `PostgreSQL` custom resource
 /// and of [`PostgreSQLScore`], one definition for both.
@@ -24,7 +24,7 @@ use super::status::PostgreSQLStatus;
     kind = "PostgreSQL",
     root = "PostgreSQLResource",
     namespaced,
-    status = "PostgreSQLStatus",
+    status = "ResourceStatus",
     shortname = "hpg",
     doc = "A PostgreSQL cluster on one site (CloudNativePG)",
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version"}"#,

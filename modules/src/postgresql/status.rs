@@ -1,4 +1,4 @@
-//! The `status` of the PostgreSQL custom resources, written by the operator.
+//! The `status` of Harmony's custom resources (PostgreSQL, region agents), written by the operator.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 /// What the operator last observed and did for a resource.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PostgreSQLStatus {
+pub struct ResourceStatus {
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -1,7 +1,9 @@
 //! Regions: rolling out the region agent that connects a cluster to the control plane.
 
 mod manifests;
+mod resource;
 mod rollout;
 
 pub use manifests::{AGENT_NAME, BOOTSTRAP_SECRET, IDENTITY_SECRET, default_rules};
+pub use resource::{RegionAgent, RegionAgentSpec};
 pub use rollout::RegionAgentRolloutScore;

@@ -726,3 +726,156 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
     controller.abort();
     agent.kill9();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy() {
+    use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+
+    let cp = start(false);
+    let site = start(false);
+    let out = apply_yaml(&cp, &harmony_operator::crds_yaml().unwrap());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kubectl_ok(
+        &cp,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/regionagents.harmony.io",
+            "crd/sites.harmony.io",
+        ],
+    );
+    kubectl_ok(&cp, &["create", "namespace", "harmony-system"]);
+    declare_site(&cp, "site-eu", &site);
+
+    let pki = Pki::new().unwrap();
+    let control_plane = ControlPlane::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-control-plane")),
+        &pki,
+        ControlPlaneOptions::default(),
+    )
+    .unwrap();
+    let admin = control_plane.client();
+    let controller = tokio::spawn(harmony_operator::run(
+        client_for(&cp).await,
+        OperatorConfig {
+            resync: Duration::from_secs(2),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(5),
+            control_plane: Some(admin.clone()),
+        },
+    ));
+    let ca = std::fs::read_to_string(pki.ca()).unwrap();
+    let resource = json!({
+        "apiVersion": "harmony.io/v1alpha1", "kind": "RegionAgent",
+        "metadata": {"name": "eu-west", "namespace": "harmony-system"},
+        "spec": {"region": "eu-west", "zone": "paris-1", "site": "site-eu",
+                 "image": "registry.example.com/harmony-agent:test", "caPem": ca, "waitSeconds": 60}
+    });
+    let out = apply_yaml(&cp, &serde_yaml::to_string(&resource).unwrap());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The kubelet's part (the fixture has none): start the agent from what the rollout applied.
+    let dir = tempfile::tempdir().unwrap();
+    let (config, token) = wait_for(
+        "the agent's ConfigMap and bootstrap Secret on the site",
+        Duration::from_secs(60),
+        || {
+            let cm = get_json(
+                &site,
+                &["configmap", "harmony-agent", "-n", "harmony-agent"],
+            );
+            let secret = get_json(
+                &site,
+                &["secret", "harmony-agent-bootstrap", "-n", "harmony-agent"],
+            );
+            match (cm, secret) {
+                (Some(cm), Some(secret)) => (
+                    Some((cm["data"].clone(), decoded(&secret, "token"))),
+                    String::new(),
+                ),
+                _ => (None, "not applied yet".into()),
+            }
+        },
+    );
+    std::fs::write(
+        dir.path().join("ca.crt"),
+        config["ca.crt"].as_str().unwrap(),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("token"), &token).unwrap();
+    let mut agent = Agent::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-agent")),
+        &AgentOptions {
+            url: config["HARMONY_CONTROL_PLANE_URL"].as_str().unwrap().into(),
+            region: config["HARMONY_REGION"].as_str().unwrap().into(),
+            zone: config["HARMONY_ZONE"].as_str().unwrap().into(),
+            ca: dir.path().join("ca.crt"),
+            bootstrap_token_file: Some(dir.path().join("token")),
+            identity_file: dir.path().join("identity"),
+            identity_secret: None,
+            kubeconfig: site.kubeconfig(),
+            backoff_base_ms: 200,
+            backoff_max_ms: 2000,
+            extra_args: Vec::new(),
+            rust_log: None,
+        },
+        &dir.path().join("agent.log"),
+    )
+    .unwrap();
+
+    let resource = wait_for("RegionAgent Ready=True", Duration::from_secs(90), || {
+        let r = get_json(
+            &cp,
+            &["regionagents.harmony.io", "eu-west", "-n", "harmony-system"],
+        )
+        .unwrap_or_default();
+        let c = condition(&r, "Ready");
+        (
+            (c.0 == "True").then(|| r.clone()),
+            format!("{c:?}\n{}", agent.log()),
+        )
+    });
+    assert_eq!(resource["status"]["sites"][0]["site"], "site-eu");
+    let region = admin
+        .region("eu-west")
+        .await
+        .unwrap()
+        .expect("the region exists");
+    assert!(region.is_healthy() && region.bootstrapped, "{region:?}");
+    assert!(
+        !control_plane.logs().contains(&token),
+        "the bootstrap token is never logged"
+    );
+
+    // Deleting the resource removes the agent's manifests from the site.
+    kubectl_ok(
+        &cp,
+        &[
+            "delete",
+            "regionagents.harmony.io",
+            "eu-west",
+            "-n",
+            "harmony-system",
+            "--wait=true",
+            "--timeout=60s",
+        ],
+    );
+    assert!(
+        !site
+            .kubectl(&["get", "deployment", "harmony-agent", "-n", "harmony-agent"])
+            .status
+            .success(),
+        "the agent Deployment survived"
+    );
+    agent.kill9();
+    controller.abort();
+}
