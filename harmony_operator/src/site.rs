@@ -5,17 +5,10 @@ use kube::{Client, CustomResource};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use async_trait::async_trait;
-use std::time::Duration;
-
-use harmony::domain::capability::{
-    ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, SecretBytes,
-    WaitCondition, WaitOutcome,
-};
-use harmony::domain::{
-    ExecutionMode, ObjectChange, PreparationError, PreparationOutcome, RunContext, Topology,
-};
+use harmony::domain::RunContext;
+use harmony::domain::capability::SecretBytes;
 use harmony::infra::agent::{AgentTopology, ControlPlaneClient};
+use harmony::infra::either::EitherTopology;
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::multi_site::MultiSiteTopology;
 use harmony::types::{Dns1123Label, RegionId};
@@ -82,72 +75,8 @@ pub enum SiteError {
     Api(#[from] kube::Error),
 }
 
-/// One site, reached directly (kubeconfig) or through its region's agent.
-pub enum SiteTopology {
-    /// A kubeconfig from the Site's Secret.
-    Direct(Box<K8sTopology>),
-    /// The region's agent, through the control plane.
-    Agent(Box<AgentTopology>),
-}
-
-impl SiteTopology {
-    fn k8s(&self) -> &dyn K8sClient {
-        match self {
-            Self::Direct(t) => t.as_ref(),
-            Self::Agent(t) => t.as_ref(),
-        }
-    }
-
-    fn topology(&self) -> &dyn Topology {
-        match self {
-            Self::Direct(t) => t.as_ref(),
-            Self::Agent(t) => t.as_ref(),
-        }
-    }
-}
-
-#[async_trait]
-impl Topology for SiteTopology {
-    fn name(&self) -> &str {
-        self.topology().name()
-    }
-
-    fn mode(&self) -> ExecutionMode {
-        self.topology().mode()
-    }
-
-    async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError> {
-        self.topology().ensure_ready().await
-    }
-}
-
-#[async_trait]
-impl K8sClient for SiteTopology {
-    async fn apply(
-        &self,
-        objects: &[K8sObject],
-        options: &ApplyOptions,
-    ) -> Result<Vec<ObjectChange>, ApplyFailure> {
-        self.k8s().apply(objects, options).await
-    }
-
-    async fn get(&self, object: &ObjectRef) -> Result<Option<K8sObject>, CapabilityError> {
-        self.k8s().get(object).await
-    }
-
-    async fn delete(&self, object: &ObjectRef) -> Result<ObjectChange, CapabilityError> {
-        self.k8s().delete(object).await
-    }
-
-    async fn wait_for(
-        &self,
-        object: &ObjectRef,
-        condition: &WaitCondition,
-        timeout: Duration,
-    ) -> Result<WaitOutcome, CapabilityError> {
-        self.k8s().wait_for(object, condition, timeout).await
-    }
-}
+/// One site, reached directly with a kubeconfig (`Left`) or through its region's agent (`Right`).
+pub type SiteTopology = EitherTopology<K8sTopology, AgentTopology>;
 
 /// The topology of the named sites, each reached as its `Site` says: a kubeconfig Secret, or
 /// its region's agent through `control_plane`.
@@ -203,7 +132,7 @@ pub async fn topology(
                         ))
                     })?;
                 let target = KubeTarget::Inline(SecretBytes::new(kubeconfig.0.clone()));
-                SiteTopology::Direct(Box::new(K8sTopology::new(name.clone(), target, ctx)))
+                EitherTopology::Left(K8sTopology::new(name.clone(), target, ctx))
             }
             (None, Some(region)) => {
                 let region =
@@ -211,12 +140,12 @@ pub async fn topology(
                 let control_plane = control_plane.ok_or_else(|| {
                     unusable("sites reached through a region agent need the operator to run with a control plane (harmony-control-plane --operator-kubeconfig)".into())
                 })?;
-                SiteTopology::Agent(Box::new(AgentTopology::new(
+                EitherTopology::Right(AgentTopology::new(
                     name.clone(),
                     region,
                     control_plane.clone(),
                     ctx,
-                )))
+                ))
             }
             (None, None) => {
                 return Err(unusable(

@@ -5,6 +5,7 @@ pub mod bare_metal;
 pub mod cnpg;
 pub mod default_topology;
 pub mod dnsmasq;
+pub mod either;
 pub mod haproxy;
 pub mod http_boot;
 pub mod inventory_sqlite;

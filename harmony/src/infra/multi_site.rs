@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use std::collections::BTreeMap;
 
 use super::default_topology::DefaultTopology;
+use super::either::EitherTopology;
 use super::kube::{K8sTopology, KubeTarget};
 use super::render::RenderTopology;
 use crate::domain::capability::MultiSite;
@@ -52,13 +53,9 @@ impl MultiSiteTopology<DefaultTopology> {
                     path: ctx.kubeconfig.clone(),
                     context: Some(label.to_string()),
                 };
-                DefaultTopology::Kubernetes(Box::new(K8sTopology::new(
-                    site.to_string(),
-                    target,
-                    ctx,
-                )))
+                EitherTopology::Right(K8sTopology::new(site.to_string(), target, ctx))
             } else {
-                DefaultTopology::Render(RenderTopology::from_context(ctx).with_site(*site))
+                EitherTopology::Left(RenderTopology::from_context(ctx).with_site(*site))
             };
             sites.push((label, topology));
         }

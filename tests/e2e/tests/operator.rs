@@ -38,6 +38,33 @@ fn apply_yaml(server: &ApiServer, yaml: &str) -> std::process::Output {
     server.kubectl(&["apply", "--server-side", "-f", &file.display().to_string()])
 }
 
+/// Applies `yaml` with kubectl (server-side), failing the test with kubectl's message.
+fn apply_ok(server: &ApiServer, yaml: &str) {
+    let out = apply_yaml(server, yaml);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Installs the operator's CRDs and waits until the API server serves them.
+fn install_operator_crds(server: &ApiServer) {
+    apply_ok(server, &harmony_operator::crds_yaml().unwrap());
+    kubectl_ok(
+        server,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/multisitepostgresqls.harmony.io",
+            "crd/postgresqls.harmony.io",
+            "crd/regionagents.harmony.io",
+            "crd/sites.harmony.io",
+        ],
+    );
+}
+
 fn get_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
     let mut full = vec!["get"];
     full.extend_from_slice(args);
@@ -96,12 +123,7 @@ fn operator_secrets(paris: &ApiServer, client_cert: &str) {
         b64(client_cert),
         b64("CLIENT-KEY")
     );
-    let out = apply_yaml(paris, &yaml);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(paris, &yaml);
 }
 
 fn declare_site(cp: &ApiServer, name: &str, site: &ApiServer) {
@@ -111,12 +133,7 @@ fn declare_site(cp: &ApiServer, name: &str, site: &ApiServer) {
          apiVersion: harmony.io/v1alpha1\nkind: Site\nmetadata: {{name: {name}}}\nspec: {{kubeconfigSecret: {{namespace: harmony-system, name: {name}-kubeconfig}}}}\n",
         STANDARD.encode(kubeconfig)
     );
-    let out = apply_yaml(cp, &yaml);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(cp, &yaml);
 }
 
 fn finance_db(storage: &str, replica_site: &str, version: &str) -> String {
@@ -139,23 +156,7 @@ async fn client_for(server: &ApiServer) -> kube::Client {
 async fn a_multisite_postgresql_resource_is_reconciled_kept_in_sync_and_cleaned_up() {
     let cp = start(false);
     let (paris, newyork) = (start(true), start(true));
-    let crds = harmony_operator::crds_yaml().unwrap();
-    let out = apply_yaml(&cp, &crds);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    kubectl_ok(
-        &cp,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/multisitepostgresqls.harmony.io",
-            "crd/sites.harmony.io",
-        ],
-    );
+    install_operator_crds(&cp);
     kubectl_ok(&cp, &["create", "namespace", "harmony-system"]);
     kubectl_ok(&cp, &["create", "namespace", "tenant-a"]);
     declare_site(&cp, "site-paris", &paris);
@@ -189,12 +190,7 @@ async fn a_multisite_postgresql_resource_is_reconciled_kept_in_sync_and_cleaned_
     ));
 
     // An unknown site is a condition, not a crash; it names the declared sites.
-    let out = apply_yaml(&cp, &finance_db("10Gi", "site-tokyo", "17"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(&cp, &finance_db("10Gi", "site-tokyo", "17"));
     let (_, reason, message) =
         wait_for("the UnknownSite condition", Duration::from_secs(60), || {
             let r = get_json(
@@ -214,12 +210,7 @@ async fn a_multisite_postgresql_resource_is_reconciled_kept_in_sync_and_cleaned_
     assert!(message.contains("site-newyork, site-paris"), "{message}");
 
     // Fixed: Ready, with everything on the right sites.
-    let out = apply_yaml(&cp, &finance_db("10Gi", "site-newyork", "17"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(&cp, &finance_db("10Gi", "site-newyork", "17"));
     let resource = wait_for("Ready=True", Duration::from_secs(90), || {
         let r = get_json(
             &cp,
@@ -419,22 +410,7 @@ async fn the_control_plane_binary_runs_the_controller() {
     use harmony_e2e::multi_region::{ControlPlane, ControlPlaneOptions, Pki};
 
     let api = start(false);
-    let out = apply_yaml(&api, &harmony_operator::crds_yaml().unwrap());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    kubectl_ok(
-        &api,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/multisitepostgresqls.harmony.io",
-            "crd/postgresqls.harmony.io",
-        ],
-    );
+    install_operator_crds(&api);
     kubectl_ok(&api, &["create", "namespace", "tenant-a"]);
 
     let pki = Pki::new().unwrap();
@@ -457,19 +433,9 @@ async fn the_control_plane_binary_runs_the_controller() {
     .unwrap();
 
     // No Site is declared: the resources get conditions saying why they are not Ready.
-    let out = apply_yaml(&api, &finance_db("10Gi", "site-newyork", "17"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(&api, &finance_db("10Gi", "site-newyork", "17"));
     let single = "apiVersion: harmony.io/v1alpha1\nkind: PostgreSQL\nmetadata: {name: inventory, namespace: tenant-a}\nspec: {version: \"17\", storage: 1Gi}\n";
-    let out = apply_yaml(&api, single);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(&api, single);
     let (_, _, message) = wait_for(
         "UnknownSite from the control plane's controller",
         Duration::from_secs(60),
@@ -510,19 +476,9 @@ async fn the_control_plane_binary_runs_the_controller() {
     // The embedded operator reaches region sites through its own control plane: a Site whose
     // region was never created is reported as unreachable there, naming the region.
     let site = "apiVersion: harmony.io/v1alpha1\nkind: Site\nmetadata: {name: site-newyork}\nspec: {region: newyork}\n";
-    let out = apply_yaml(&api, site);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(&api, site);
     let ledger = "apiVersion: harmony.io/v1alpha1\nkind: PostgreSQL\nmetadata: {name: ledger, namespace: tenant-a}\nspec: {version: \"17\", storage: 1Gi, site: site-newyork}\n";
-    let out = apply_yaml(&api, ledger);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(&api, ledger);
     let (_, _, message) = wait_for(
         "SiteUnreachable for a region that does not exist",
         Duration::from_secs(60),
@@ -550,22 +506,7 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
 
     let cp = start(false);
     let (paris, newyork) = (start(true), start(true));
-    let out = apply_yaml(&cp, &harmony_operator::crds_yaml().unwrap());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    kubectl_ok(
-        &cp,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/multisitepostgresqls.harmony.io",
-            "crd/sites.harmony.io",
-        ],
-    );
+    install_operator_crds(&cp);
     kubectl_ok(&cp, &["create", "namespace", "harmony-system"]);
     kubectl_ok(&cp, &["create", "namespace", "tenant-a"]);
     declare_site(&cp, "site-paris", &paris);
@@ -624,14 +565,9 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let out = apply_yaml(
+    apply_ok(
         &cp,
         "apiVersion: harmony.io/v1alpha1\nkind: Site\nmetadata: {name: site-newyork}\nspec: {region: newyork}\n",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
 
     operator_secrets(&paris, "CERT-V1");
@@ -644,12 +580,7 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
             control_plane: Some(admin.clone()),
         },
     ));
-    let out = apply_yaml(&cp, &finance_db("10Gi", "site-newyork", "17"));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(&cp, &finance_db("10Gi", "site-newyork", "17"));
     wait_for(
         "Ready=True through the agent",
         Duration::from_secs(90),
@@ -733,22 +664,7 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
 
     let cp = start(false);
     let site = start(false);
-    let out = apply_yaml(&cp, &harmony_operator::crds_yaml().unwrap());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    kubectl_ok(
-        &cp,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/regionagents.harmony.io",
-            "crd/sites.harmony.io",
-        ],
-    );
+    install_operator_crds(&cp);
     kubectl_ok(&cp, &["create", "namespace", "harmony-system"]);
     declare_site(&cp, "site-eu", &site);
 
@@ -776,12 +692,7 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
         "spec": {"region": "eu-west", "zone": "paris-1", "site": "site-eu",
                  "image": "registry.example.com/harmony-agent:test", "caPem": ca, "waitSeconds": 60}
     });
-    let out = apply_yaml(&cp, &serde_yaml::to_string(&resource).unwrap());
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    apply_ok(&cp, &serde_yaml::to_string(&resource).unwrap());
 
     // The kubelet's part (the fixture has none): start the agent from what the rollout applied.
     let dir = tempfile::tempdir().unwrap();
