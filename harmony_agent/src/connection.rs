@@ -19,9 +19,11 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use crate::exec::{DedupeWindow, Executor};
+use crate::exec::{Cluster, DedupeWindow, Executor};
 use crate::identity::IdentityStore;
 use crate::probe::Readiness;
+use crate::providers::api::ApiState;
+use crate::providers::registry::Registry;
 use crate::{AgentError, Config};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -111,6 +113,7 @@ struct Agent {
     url: url::Url,
     tls: tokio_rustls::TlsConnector,
     executor: Arc<Executor>,
+    registry: Arc<Registry>,
     store: IdentityStore,
     identity: Option<SecretString>,
     status: Arc<Mutex<AgentStatus>>,
@@ -130,16 +133,43 @@ pub async fn run(config: Config, mut shutdown: watch::Receiver<bool>) -> Result<
     })?;
     let url = agent_url(&config.control_plane)?;
     let tls = tokio_rustls::TlsConnector::from(tls_config(config.ca_bundle.as_deref())?);
+    let settings = config.provider_settings()?;
     let (outbox_tx, mut outbox) = mpsc::unbounded_channel();
-    let executor = Arc::new(Executor::new(
+    let cluster = Arc::new(Cluster::new(
         format!("region {}", config.region),
         config.kube_target(),
+    ));
+    let http = crate::providers::external::http_client().map_err(|problem| AgentError::Config {
+        field: "--provider-listen",
+        problem,
+    })?;
+    let registry = Registry::new(settings.registry, cluster.clone(), http, outbox_tx.clone())
+        .map_err(|problem| AgentError::Config {
+            field: "--providers-file",
+            problem,
+        })?;
+    let executor = Arc::new(Executor::new(
+        cluster,
+        registry.clone(),
         DedupeWindow::new(
             config.dedupe_capacity,
             Duration::from_secs(config.dedupe_ttl_s),
         ),
         outbox_tx,
     ));
+    if let Some(addr) = settings.listen {
+        let state = Arc::new(ApiState {
+            registry: registry.clone(),
+            token: settings.token,
+        });
+        crate::providers::api::start(addr, state)
+            .await
+            .map_err(|e| AgentError::Config {
+                field: "--provider-listen",
+                problem: format!("cannot listen on {addr}: {e}"),
+            })?;
+    }
+    registry.start();
     let readiness = Arc::new(Readiness::default());
     if let Some(addr) = config.health_listen {
         let r = readiness.clone();
@@ -164,6 +194,7 @@ pub async fn run(config: Config, mut shutdown: watch::Receiver<bool>) -> Result<
         url,
         tls,
         executor,
+        registry,
         store,
         identity,
         status,
@@ -424,6 +455,17 @@ impl Agent {
             "connected to the control plane; heartbeat every {} ms",
             heartbeat.as_millis()
         );
+        // The control plane forgets a region's offers on each connection until this arrives.
+        let mut snapshot = vec![Frame::Services(self.registry.services())];
+        snapshot.extend(self.registry.instance_frames());
+        for frame in snapshot {
+            if ws.send(Message::text(encode(&frame))).await.is_err() {
+                return Ok(End::Lost {
+                    reason: "sending the services frame failed".into(),
+                    welcomed: true,
+                });
+            }
+        }
         let mut ticker = tokio::time::interval(heartbeat);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let silence_limit = heartbeat * 3 + Duration::from_secs(5);
@@ -480,6 +522,11 @@ impl Agent {
                     }
                 }
                 out = outbox.recv() => {
+                    // A services frame queued while disconnected may be stale: send the current one.
+                    let out = match out {
+                        Some(Frame::Services(_)) => Some(Frame::Services(self.registry.services())),
+                        other => other,
+                    };
                     if let Some(frame) = out
                         && ws.send(Message::text(encode(&frame))).await.is_err()
                     {

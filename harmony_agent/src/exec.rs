@@ -10,7 +10,8 @@ use harmony_agent_protocol::ops::{
     GetObjectsResult, InventoryResult,
 };
 use harmony_agent_protocol::{
-    ErrorBody, Frame, Op, Progress, Req, Res, WireChange, WireFieldChange, WireObjectRef, code,
+    ErrorBody, Frame, Op, Progress, Req, Res, ServiceCreateParams, ServiceRef, WireChange,
+    WireFieldChange, WireObjectRef, code,
 };
 use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
@@ -18,6 +19,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex as AsyncMutex, mpsc};
+
+use crate::providers::ProviderError;
+use crate::providers::registry::Registry;
 
 /// The field manager of every apply the agent makes.
 pub const FIELD_MANAGER: &str = "harmony-agent";
@@ -103,11 +107,58 @@ impl DedupeWindow {
     }
 }
 
-/// Runs ops against the cluster; one `K8sTopology` per (dry run, prune) combination.
-pub struct Executor {
+/// The agent's cluster: one ready `K8sTopology` per (dry run, prune) mode, shared by the ops
+/// and the built-in service providers so they reuse one connection.
+pub struct Cluster {
     target: KubeTarget,
     name: String,
     topologies: AsyncMutex<HashMap<(bool, bool), Arc<K8sTopology>>>,
+}
+
+impl Cluster {
+    /// The cluster at `target`, named `name` in messages; nothing is contacted yet.
+    pub fn new(name: String, target: KubeTarget) -> Self {
+        Self {
+            target,
+            name,
+            topologies: AsyncMutex::new(HashMap::new()),
+        }
+    }
+
+    /// A ready topology for the mode; a failed preparation is not cached.
+    pub async fn topology(
+        &self,
+        dry_run: bool,
+        prune: bool,
+    ) -> Result<Arc<K8sTopology>, CapabilityError> {
+        let mut map = self.topologies.lock().await;
+        if let Some(t) = map.get(&(dry_run, prune)) {
+            return Ok(t.clone());
+        }
+        let ctx = RunContext {
+            plan: dry_run,
+            prune,
+            ..RunContext::default()
+        };
+        let topology = K8sTopology::new(self.name.clone(), self.target.clone(), &ctx)
+            .with_field_manager(FIELD_MANAGER);
+        topology
+            .ensure_ready()
+            .await
+            .map_err(|e| CapabilityError::Unreachable {
+                server: format!("the Kubernetes API of {}", self.name),
+                reason: e.reason,
+            })?;
+        let topology = Arc::new(topology);
+        map.insert((dry_run, prune), topology.clone());
+        Ok(topology)
+    }
+}
+
+/// Runs ops against the cluster and routes the `service_*` ops to the provider registry.
+pub struct Executor {
+    cluster: Arc<Cluster>,
+    registry: Arc<Registry>,
     dedupe: Mutex<DedupeWindow>,
     outbox: mpsc::UnboundedSender<Frame>,
 }
@@ -197,17 +248,17 @@ fn add(
 }
 
 impl Executor {
-    /// An executor for the cluster at `target`, sending results and progress to `outbox`.
+    /// An executor for `cluster`, serving `service_*` ops from `registry` and sending results
+    /// and progress to `outbox`.
     pub fn new(
-        name: String,
-        target: KubeTarget,
+        cluster: Arc<Cluster>,
+        registry: Arc<Registry>,
         dedupe: DedupeWindow,
         outbox: mpsc::UnboundedSender<Frame>,
     ) -> Self {
         Self {
-            target,
-            name,
-            topologies: AsyncMutex::new(HashMap::new()),
+            cluster,
+            registry,
             dedupe: Mutex::new(dedupe),
             outbox,
         }
@@ -219,27 +270,7 @@ impl Executor {
         dry_run: bool,
         prune: bool,
     ) -> Result<Arc<K8sTopology>, CapabilityError> {
-        let mut map = self.topologies.lock().await;
-        if let Some(t) = map.get(&(dry_run, prune)) {
-            return Ok(t.clone());
-        }
-        let ctx = RunContext {
-            plan: dry_run,
-            prune,
-            ..RunContext::default()
-        };
-        let topology = K8sTopology::new(self.name.clone(), self.target.clone(), &ctx)
-            .with_field_manager(FIELD_MANAGER);
-        topology
-            .ensure_ready()
-            .await
-            .map_err(|e| CapabilityError::Unreachable {
-                server: format!("the Kubernetes API of {}", self.name),
-                reason: e.reason,
-            })?;
-        let topology = Arc::new(topology);
-        map.insert((dry_run, prune), topology.clone());
-        Ok(topology)
+        self.cluster.topology(dry_run, prune).await
     }
 
     /// Probes the cluster: its version, or why it cannot be reached.
@@ -308,7 +339,7 @@ impl Executor {
             return Err(ErrorBody::new(
                 code::UNSUPPORTED_OP,
                 format!(
-                    "op {:?} is not supported by this agent; v1 ops: apply_manifests, delete_manifests, get_objects, get_inventory",
+                    "op {:?} is not supported by this agent; v1 ops: apply_manifests, delete_manifests, get_objects, get_inventory, service_create, service_delete, service_status",
                     req.op.chars().take(64).collect::<String>()
                 ),
             ));
@@ -409,8 +440,39 @@ impl Executor {
                 }
                 to_value(&inv)
             }
+            Op::ServiceCreate => {
+                let p: ServiceCreateParams = params(op, &req.params)?;
+                let status = self
+                    .registry
+                    .create(&p.instance_id, &p.service_type, &p.spec)
+                    .await
+                    .map_err(|e| provider_body(&e))?;
+                to_value(&status)
+            }
+            Op::ServiceDelete => {
+                let p: ServiceRef = params(op, &req.params)?;
+                let status = self
+                    .registry
+                    .delete(&p.instance_id, &p.service_type)
+                    .await
+                    .map_err(|e| provider_body(&e))?;
+                to_value(&status)
+            }
+            Op::ServiceStatus => {
+                let p: ServiceRef = params(op, &req.params)?;
+                let status = self
+                    .registry
+                    .status(&p.instance_id, &p.service_type)
+                    .await
+                    .map_err(|e| provider_body(&e))?;
+                to_value(&status)
+            }
         }
     }
+}
+
+fn provider_body(e: &ProviderError) -> ErrorBody {
+    ErrorBody::new(e.code(), e.to_string())
 }
 
 #[cfg(test)]

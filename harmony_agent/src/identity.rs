@@ -133,8 +133,9 @@ impl IdentityStore {
     }
 }
 
+/// Writes `text` to `path` readable by the owner only.
 #[cfg(unix)]
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -147,8 +148,9 @@ fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     f.sync_all()
 }
 
+/// Writes `text` to `path` (no permission bits to set here).
 #[cfg(not(unix))]
-fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
     std::fs::write(path, text)
 }
 

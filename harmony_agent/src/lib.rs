@@ -11,6 +11,7 @@ pub mod connection;
 pub mod exec;
 pub mod identity;
 pub mod probe;
+pub mod providers;
 
 use clap::Parser;
 use harmony::infra::kube::KubeTarget;
@@ -71,6 +72,38 @@ pub struct Config {
     /// Address for `/healthz` and `/readyz` (plain HTTP, for kubelet probes); off when absent.
     #[arg(long, env = "HARMONY_HEALTH_LISTEN")]
     pub health_listen: Option<std::net::SocketAddr>,
+    /// Address of the local provider REST API (plain HTTP); off when absent.
+    #[arg(long, env = "HARMONY_PROVIDER_LISTEN")]
+    pub provider_listen: Option<std::net::SocketAddr>,
+    /// File holding the bearer token the provider API requires (mandatory off loopback).
+    #[arg(long, env = "HARMONY_PROVIDER_TOKEN_FILE")]
+    pub provider_token_file: Option<PathBuf>,
+    /// Where provider registrations and created instances persist (default: `providers.json`
+    /// beside `--identity-file`).
+    #[arg(long, env = "HARMONY_PROVIDERS_FILE")]
+    pub providers_file: Option<PathBuf>,
+    /// Built-in providers that may be enabled: comma-separated service types, or `none`.
+    #[arg(
+        long,
+        env = "HARMONY_BUILTIN_PROVIDERS",
+        default_value = "container,postgresql,vm"
+    )]
+    pub builtin_providers: String,
+    /// How often the cluster's APIs are re-discovered for the built-in providers, in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub discovery_interval_s: u64,
+    /// How often providers are health-checked, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub provider_health_interval_ms: u64,
+    /// A provider is unhealthy once its last successful check is this old (default 3 intervals).
+    #[arg(long)]
+    pub provider_unhealthy_after_ms: Option<u64>,
+    /// A provider is unavailable once its last successful check is older (default 6 intervals).
+    #[arg(long)]
+    pub provider_unavailable_after_ms: Option<u64>,
+    /// How often the status of each created instance is polled, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub instance_poll_ms: u64,
     /// More log output (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
@@ -88,6 +121,103 @@ impl Config {
         }
     }
 
+    /// The provider settings, checked before anything is started.
+    pub fn provider_settings(&self) -> Result<ProviderSettings, AgentError> {
+        let bad = |field: &'static str, problem: String| AgentError::Config { field, problem };
+        let builtins = providers::registry::Builtin::parse_list(&self.builtin_providers)
+            .map_err(|p| bad("--builtin-providers", p))?;
+        if self.provider_health_interval_ms < 10 {
+            return Err(bad(
+                "--provider-health-interval-ms",
+                format!(
+                    "{} is too short; give at least 10",
+                    self.provider_health_interval_ms
+                ),
+            ));
+        }
+        if self.instance_poll_ms < 10 {
+            return Err(bad(
+                "--instance-poll-ms",
+                format!("{} is too short; give at least 10", self.instance_poll_ms),
+            ));
+        }
+        if self.discovery_interval_s == 0 {
+            return Err(bad(
+                "--discovery-interval-s",
+                "must be at least 1 second".into(),
+            ));
+        }
+        let interval = self.provider_health_interval_ms;
+        let unhealthy = self.provider_unhealthy_after_ms.unwrap_or(interval * 3);
+        let unavailable = self.provider_unavailable_after_ms.unwrap_or(interval * 6);
+        if unhealthy >= unavailable {
+            return Err(bad(
+                "--provider-unhealthy-after-ms",
+                format!(
+                    "{unhealthy} ms is not below --provider-unavailable-after-ms ({unavailable} ms); the unhealthy threshold must come first"
+                ),
+            ));
+        }
+        let file = match (&self.providers_file, &self.identity_file) {
+            (Some(f), _) => Some(f.clone()),
+            (None, Some(identity)) => Some(
+                identity
+                    .parent()
+                    .map(|d| d.join("providers.json"))
+                    .unwrap_or_else(|| PathBuf::from("providers.json")),
+            ),
+            (None, None) => None,
+        };
+        if self.provider_listen.is_some() && file.is_none() {
+            return Err(bad(
+                "--providers-file",
+                "--provider-listen needs somewhere to keep registrations: pass --providers-file FILE (or --identity-file, beside which providers.json is kept)".into(),
+            ));
+        }
+        let token = match &self.provider_token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    bad("--provider-token-file", format!("{}: {e}", path.display()))
+                })?;
+                let text = text.trim();
+                if text.is_empty() {
+                    return Err(bad(
+                        "--provider-token-file",
+                        format!("{} is empty; put the bearer token in it", path.display()),
+                    ));
+                }
+                Some(harmony_agent_protocol::SecretString::new(text))
+            }
+            None => None,
+        };
+        if let Some(addr) = self.provider_listen
+            && !addr.ip().is_loopback()
+            && token.is_none()
+        {
+            return Err(bad(
+                "--provider-token-file",
+                format!(
+                    "--provider-listen {addr} is not a loopback address, so the provider API needs a bearer token: pass --provider-token-file FILE, or listen on 127.0.0.1"
+                ),
+            ));
+        }
+        Ok(ProviderSettings {
+            registry: providers::registry::RegistryConfig {
+                policy: providers::registry::HealthPolicy {
+                    interval: Duration::from_millis(interval),
+                    unhealthy_after: Duration::from_millis(unhealthy),
+                    unavailable_after: Duration::from_millis(unavailable),
+                },
+                builtins,
+                file,
+                discovery_interval: Duration::from_secs(self.discovery_interval_s),
+                instance_poll: Duration::from_millis(self.instance_poll_ms),
+            },
+            listen: self.provider_listen,
+            token,
+        })
+    }
+
     /// The reconnect backoff.
     pub fn backoff(&self) -> backoff::Backoff {
         backoff::Backoff::new(
@@ -95,6 +225,16 @@ impl Config {
             Duration::from_millis(self.backoff_max_ms),
         )
     }
+}
+
+/// The checked provider settings.
+pub struct ProviderSettings {
+    /// What the registry needs.
+    pub registry: providers::registry::RegistryConfig,
+    /// Where the provider API listens.
+    pub listen: Option<std::net::SocketAddr>,
+    /// The bearer token the provider API requires.
+    pub token: Option<harmony_agent_protocol::SecretString>,
 }
 
 /// Why the agent stopped or could not start.
@@ -169,4 +309,105 @@ async fn shutdown_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &[&str]) -> Config {
+        let mut args = vec![
+            "harmony-agent",
+            "--control-plane",
+            "wss://cp",
+            "--region",
+            "r1",
+            "--zone",
+            "z1",
+        ];
+        args.extend_from_slice(extra);
+        Config::try_parse_from(args).unwrap()
+    }
+
+    fn problem(extra: &[&str]) -> String {
+        match config(extra).provider_settings() {
+            Ok(_) => panic!("accepted {extra:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn provider_flags_default_and_are_checked() {
+        let s = config(&["--identity-file", "/var/lib/agent/identity"])
+            .provider_settings()
+            .unwrap();
+        assert_eq!(s.registry.builtins.len(), 3);
+        assert_eq!(s.registry.policy.interval, Duration::from_millis(5000));
+        assert_eq!(
+            s.registry.policy.unhealthy_after,
+            Duration::from_millis(15_000)
+        );
+        assert_eq!(
+            s.registry.policy.unavailable_after,
+            Duration::from_millis(30_000)
+        );
+        assert_eq!(s.registry.discovery_interval, Duration::from_secs(30));
+        assert_eq!(s.registry.instance_poll, Duration::from_millis(5000));
+        assert_eq!(
+            s.registry.file.as_deref(),
+            Some(std::path::Path::new("/var/lib/agent/providers.json"))
+        );
+        assert!(s.listen.is_none());
+        let s = config(&[
+            "--builtin-providers",
+            "none",
+            "--provider-health-interval-ms",
+            "100",
+        ])
+        .provider_settings()
+        .unwrap();
+        assert!(s.registry.builtins.is_empty() && s.registry.file.is_none());
+        assert_eq!(
+            s.registry.policy.unavailable_after,
+            Duration::from_millis(600)
+        );
+
+        let e = problem(&[
+            "--provider-unhealthy-after-ms",
+            "500",
+            "--provider-unavailable-after-ms",
+            "500",
+        ]);
+        assert!(e.starts_with("--provider-unhealthy-after-ms:"), "{e}");
+        let e = problem(&["--provider-listen", "127.0.0.1:0"]);
+        assert!(e.starts_with("--providers-file:"), "{e}");
+        let e = problem(&[
+            "--provider-listen",
+            "0.0.0.0:7000",
+            "--providers-file",
+            "/tmp/p.json",
+        ]);
+        assert!(e.starts_with("--provider-token-file:"), "{e}");
+        let e = problem(&["--builtin-providers", "container,redis"]);
+        assert!(e.starts_with("--builtin-providers:"), "{e}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "s3cret\n").unwrap();
+        let token = token.to_str().unwrap();
+        let s = config(&[
+            "--provider-listen",
+            "0.0.0.0:7000",
+            "--providers-file",
+            "/tmp/p.json",
+            "--provider-token-file",
+            token,
+        ])
+        .provider_settings()
+        .unwrap();
+        assert_eq!(
+            s.token.map(|t| t.expose().to_string()).as_deref(),
+            Some("s3cret")
+        );
+    }
 }

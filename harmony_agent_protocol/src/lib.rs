@@ -8,6 +8,8 @@
 //! res      agent -> cp   {type:"res", id, ok, result? | error:{code,message}}
 //! progress agent -> cp   {type:"progress", id, stage, detail}
 //! error    either way    {type:"error", code, message, id?}
+//! services agent -> cp   {type:"services", offers:[{service_type, provider, builtin, health, detail?}]}
+//! instance agent -> cp   {type:"instance", instance_id, service_type, provider, state, detail?, outputs?}
 //! ```
 //!
 //! Decoding never panics: a frame too large, not JSON, of an unknown `type` or missing a field
@@ -16,6 +18,7 @@
 
 pub mod ops;
 pub mod secret;
+pub mod services;
 
 #[cfg(feature = "logging")]
 pub mod logging;
@@ -25,6 +28,10 @@ use serde_json::Value;
 
 pub use ops::{Op, WireChange, WireFieldChange, WireObjectRef};
 pub use secret::{SecretString, scrub};
+pub use services::{
+    InstanceState, InstanceStatus, ProviderHealth, ServiceCreateParams, ServiceOffer, ServiceRef,
+    Services,
+};
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -98,6 +105,12 @@ pub mod code {
     pub const TIMEOUT: &str = "timeout";
     /// Not supported in this mode or backend.
     pub const UNSUPPORTED: &str = "unsupported";
+    /// No provider of this agent holds the service type.
+    pub const NO_PROVIDER: &str = "no_provider";
+    /// The type's provider is not healthy now; retry when it is.
+    pub const PROVIDER_UNAVAILABLE: &str = "provider_unavailable";
+    /// The provider refused the request or answered something unreadable.
+    pub const PROVIDER_ERROR: &str = "provider_error";
     /// Anything else.
     pub const INTERNAL: &str = "internal";
 }
@@ -120,6 +133,10 @@ pub enum Frame {
     Progress(Progress),
     /// A frame could not be handled.
     Error(ErrorFrame),
+    /// The service types the agent holds now.
+    Services(Services),
+    /// The status of one service instance changed.
+    Instance(InstanceStatus),
 }
 
 /// `hello`: the first frame an agent sends.
@@ -305,7 +322,7 @@ pub enum DecodeError {
     NoType,
     /// A `type` v1 does not define.
     #[error(
-        "unknown frame type {type_name:?}; v1 types are hello, welcome, ping, req, res, progress, error"
+        "unknown frame type {type_name:?}; v1 types are hello, welcome, ping, req, res, progress, error, services, instance"
     )]
     UnknownType {
         /// The type as sent (truncated to 64 characters).
@@ -332,8 +349,8 @@ impl DecodeError {
     }
 }
 
-const TYPES: [&str; 7] = [
-    "hello", "welcome", "ping", "req", "res", "progress", "error",
+const TYPES: [&str; 9] = [
+    "hello", "welcome", "ping", "req", "res", "progress", "error", "services", "instance",
 ];
 
 /// Decodes one text frame. Never panics, whatever the input.
@@ -506,6 +523,23 @@ mod tests {
                 heartbeat_s: 0.2,
                 identity: None,
                 protocol: 1,
+            })),
+            encode(&Frame::Services(Services {
+                offers: vec![ServiceOffer {
+                    service_type: "queue".into(),
+                    provider: "q".into(),
+                    builtin: false,
+                    health: ProviderHealth::Healthy,
+                    detail: "ok".into(),
+                }],
+            })),
+            encode(&Frame::Instance(InstanceStatus {
+                instance_id: "i".into(),
+                service_type: "queue".into(),
+                provider: "q".into(),
+                state: InstanceState::Ready,
+                detail: String::new(),
+                outputs: serde_json::Map::new(),
             })),
         ]
     }

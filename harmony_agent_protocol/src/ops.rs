@@ -15,15 +15,24 @@ pub enum Op {
     GetObjects,
     /// Node count and capacity.
     GetInventory,
+    /// Create (or converge) a service instance through the type's provider.
+    ServiceCreate,
+    /// Delete a service instance.
+    ServiceDelete,
+    /// Read a service instance's status.
+    ServiceStatus,
 }
 
 impl Op {
     /// Every v1 op.
-    pub const ALL: [Op; 4] = [
+    pub const ALL: [Op; 7] = [
         Op::ApplyManifests,
         Op::DeleteManifests,
         Op::GetObjects,
         Op::GetInventory,
+        Op::ServiceCreate,
+        Op::ServiceDelete,
+        Op::ServiceStatus,
     ];
 
     /// The wire name.
@@ -33,6 +42,9 @@ impl Op {
             Op::DeleteManifests => "delete_manifests",
             Op::GetObjects => "get_objects",
             Op::GetInventory => "get_inventory",
+            Op::ServiceCreate => "service_create",
+            Op::ServiceDelete => "service_delete",
+            Op::ServiceStatus => "service_status",
         }
     }
 

@@ -20,7 +20,7 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use crate::store::{RegionRecord, now_ms};
-use crate::{App, session, tokens};
+use crate::{App, services, session, tokens};
 
 type Body = Full<Bytes>;
 
@@ -133,6 +133,13 @@ async fn route(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> Respo
             let region = region.to_string();
             request(&app, &region, req).await
         }
+        (&Method::POST, ["v1", "services"]) => create_service(&app, req).await,
+        (&Method::GET, ["v1", "services"]) => Ok(answered(services::list(&app))),
+        (&Method::GET, ["v1", "services", id]) => Ok(answered(services::one(&app, id))),
+        (&Method::DELETE, ["v1", "services", id]) => {
+            let id = id.to_string();
+            Ok(answered(services::delete(&app, &id).await))
+        }
         _ => Err(error(
             StatusCode::NOT_FOUND,
             format!("no endpoint {method} {path}; see docs/modules/multi_region.md"),
@@ -142,6 +149,24 @@ async fn route(app: Arc<App>, req: Request<Incoming>, peer: SocketAddr) -> Respo
 }
 
 type Handled = Result<Response<Body>, Fail>;
+
+/// A service-instance answer (success or refusal alike) as a response.
+fn answered(a: Result<services::Answer, services::Answer>) -> Response<Body> {
+    let a = a.unwrap_or_else(|refused| refused);
+    json_response(
+        StatusCode::from_u16(a.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &a.body,
+    )
+}
+
+async fn create_service(app: &Arc<App>, req: Request<Incoming>) -> Handled {
+    let body: services::CreateRequest = read_json(
+        req,
+        "POST /v1/services expects {\"type\": ..., \"spec\"?: {...}, \"region\"?: ..., \"id\"?: ...}",
+    )
+    .await?;
+    Ok(answered(services::create(app, body).await))
+}
 
 fn internal(e: impl std::fmt::Display) -> Fail {
     log::error!("{e}");
@@ -295,6 +320,7 @@ fn describe(app: &App, r: &RegionRecord) -> Value {
         if r.decommissioned_at.is_some() {
             map.insert("health".into(), json!("unavailable"));
             map.insert("health_reason".into(), json!("decommissioned"));
+            map.insert("advertised_services".into(), json!([]));
         }
     }
     v

@@ -4,7 +4,7 @@
 //! callers. Delivery is at-least-once: a request stays queued until its `res` arrives and is
 //! re-sent on every new connection of the region; the agent dedupes by id.
 
-use harmony_agent_protocol::{AgentStatus, Frame, Hello, Req, Res};
+use harmony_agent_protocol::{AgentStatus, Frame, Hello, Req, Res, ServiceOffer, Services};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -69,6 +69,8 @@ struct RegionLive {
     pinged: bool,
     pending: HashMap<String, Pending>,
     progress: u64,
+    /// The latest `services` frame of the current connection (empty until it arrives).
+    services: Services,
 }
 
 /// The live view of one region, as the API reports it.
@@ -92,6 +94,44 @@ pub struct LiveView {
     pub k8s_reachable: bool,
     /// Requests queued or executing.
     pub pending_requests: usize,
+    /// The service types the agent holds, as its latest `services` frame listed them.
+    pub services: Vec<ServiceOffer>,
+    /// The types the region advertises now (region and offer healthy), sorted.
+    pub advertised_services: Vec<String>,
+}
+
+/// Whether a region of `health` whose agent sent `services` advertises `service_type`: both the
+/// region and the type's provider must be healthy.
+pub fn advertises(health: Health, services: &Services, service_type: &str) -> bool {
+    health == Health::Healthy
+        && services
+            .offers
+            .iter()
+            .any(|o| o.service_type == service_type && o.advertised())
+}
+
+/// Whether such a region holds `service_type` degraded: it is not unavailable, has an offer for
+/// the type, and does not advertise it. Creates for a degraded type are queued, not refused.
+pub fn holds_degraded(health: Health, services: &Services, service_type: &str) -> bool {
+    health != Health::Unavailable
+        && services
+            .offers
+            .iter()
+            .any(|o| o.service_type == service_type)
+        && !advertises(health, services, service_type)
+}
+
+/// The sorted types a region of `health` advertises.
+pub fn advertised_types(health: Health, services: &Services) -> Vec<String> {
+    let mut types: Vec<String> = services
+        .offers
+        .iter()
+        .filter(|o| advertises(health, services, &o.service_type))
+        .map(|o| o.service_type.clone())
+        .collect();
+    types.sort();
+    types.dedup();
+    types
 }
 
 /// All live regions.
@@ -206,6 +246,9 @@ impl Hub {
         // Healthy needs the agent to report its cluster reachable, which its first ping does.
         live.status = AgentStatus::default();
         live.pinged = false;
+        // Offers of the previous connection may be stale: nothing is advertised until the
+        // agent's first `services` frame of this connection.
+        live.services = Services::default();
         id
     }
 
@@ -227,6 +270,58 @@ impl Hub {
             live.last_heartbeat_ms = Some(now_ms());
             live.status = status;
             live.pinged = true;
+        }
+    }
+
+    /// Stores the latest `services` frame of `region`; `true` when it differs from the last one.
+    pub fn set_services(&self, region: &str, services: Services) -> bool {
+        let mut regions = self.lock();
+        let Some(live) = regions.get_mut(region) else {
+            return false;
+        };
+        let changed = live.services != services;
+        live.services = services;
+        changed
+    }
+
+    /// The region's health and the service types its agent holds now.
+    pub fn services(&self, region: &str) -> (Health, Services) {
+        let regions = self.lock();
+        match regions.get(region) {
+            None => (Health::Unavailable, Services::default()),
+            Some(live) => (
+                self.live_health(live, Instant::now()).0,
+                live.services.clone(),
+            ),
+        }
+    }
+
+    /// Whether `region` advertises `service_type` now.
+    pub fn advertised(&self, region: &str, service_type: &str) -> bool {
+        let (health, services) = self.services(region);
+        advertises(health, &services, service_type)
+    }
+
+    /// Whether `region` holds `service_type` degraded now (creates are queued).
+    pub fn degraded(&self, region: &str, service_type: &str) -> bool {
+        let (health, services) = self.services(region);
+        holds_degraded(health, &services, service_type)
+    }
+
+    fn live_health(&self, live: &RegionLive, now: Instant) -> (Health, String) {
+        let connected = live.connection.is_some();
+        match health(
+            now,
+            connected,
+            live.last_heartbeat,
+            live.status.k8s_reachable,
+            &self.policy,
+        ) {
+            (Health::Unhealthy, _) if connected && !live.pinged => (
+                Health::Unhealthy,
+                "connected; waiting for the agent's first heartbeat, which reports whether it reaches its cluster".into(),
+            ),
+            other => other,
         }
     }
 
@@ -322,22 +417,12 @@ impl Hub {
                 ops: Vec::new(),
                 k8s_reachable: false,
                 pending_requests: 0,
+                services: Vec::new(),
+                advertised_services: Vec::new(),
             },
             Some(live) => {
                 let connected = live.connection.is_some();
-                let (health, health_reason) = match health(
-                    now,
-                    connected,
-                    live.last_heartbeat,
-                    live.status.k8s_reachable,
-                    &self.policy,
-                ) {
-                    (Health::Unhealthy, _) if connected && !live.pinged => (
-                        Health::Unhealthy,
-                        "connected; waiting for the agent's first heartbeat, which reports whether it reaches its cluster".into(),
-                    ),
-                    other => other,
-                };
+                let (health, health_reason) = self.live_health(live, now);
                 LiveView {
                     health,
                     health_reason,
@@ -352,6 +437,8 @@ impl Hub {
                         .unwrap_or_default(),
                     k8s_reachable: live.status.k8s_reachable,
                     pending_requests: live.pending.len(),
+                    services: live.services.offers.clone(),
+                    advertised_services: advertised_types(health, &live.services),
                 }
             }
         }
@@ -454,5 +541,74 @@ mod tests {
         // Region b's request is untouched by a's traffic.
         assert_eq!(hub.view("b").pending_requests, 1);
         drop(other);
+    }
+
+    #[test]
+    fn a_type_is_advertised_only_while_region_and_provider_are_healthy() {
+        use harmony_agent_protocol::ProviderHealth;
+        let offer = |t: &str, health| ServiceOffer {
+            service_type: t.into(),
+            provider: "p".into(),
+            builtin: false,
+            health,
+            detail: String::new(),
+        };
+        let services = Services {
+            offers: vec![
+                offer("queue", ProviderHealth::Healthy),
+                offer("db", ProviderHealth::Unhealthy),
+            ],
+        };
+        assert!(advertises(Health::Healthy, &services, "queue"));
+        assert!(!holds_degraded(Health::Healthy, &services, "queue"));
+        assert!(!advertises(Health::Healthy, &services, "db"));
+        assert!(holds_degraded(Health::Healthy, &services, "db"));
+        // An unhealthy region advertises nothing but still holds its types degraded.
+        assert!(!advertises(Health::Unhealthy, &services, "queue"));
+        assert!(holds_degraded(Health::Unhealthy, &services, "queue"));
+        // An unavailable region holds nothing; a type without an offer is neither.
+        assert!(!holds_degraded(Health::Unavailable, &services, "queue"));
+        assert!(!advertises(Health::Healthy, &services, "vm"));
+        assert!(!holds_degraded(Health::Healthy, &services, "vm"));
+        assert_eq!(advertised_types(Health::Healthy, &services), vec!["queue"]);
+        assert!(advertised_types(Health::Unhealthy, &services).is_empty());
+
+        let hub = Hub::new(policy());
+        let hello = Hello {
+            agent_version: "0.1.0".into(),
+            region: "a".into(),
+            zone: "z".into(),
+            ops: vec![],
+            protocol: 1,
+        };
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let conn = hub.connect("a", hello.clone(), tx);
+        assert!(hub.set_services("a", services.clone()));
+        assert!(!hub.set_services("a", services.clone()));
+        // Before the first heartbeat the region is unhealthy: degraded, not advertised.
+        assert!(!hub.advertised("a", "queue") && hub.degraded("a", "queue"));
+        hub.heartbeat(
+            "a",
+            AgentStatus {
+                k8s_reachable: true,
+                ..AgentStatus::default()
+            },
+        );
+        assert!(hub.advertised("a", "queue") && !hub.degraded("a", "queue"));
+        let view = hub.view("a");
+        assert_eq!(view.advertised_services, vec!["queue"]);
+        assert_eq!(view.services.len(), 2);
+        // The agent loses its cluster: the region is unhealthy, so nothing is advertised.
+        hub.heartbeat("a", AgentStatus::default());
+        assert!(!hub.advertised("a", "queue") && hub.degraded("a", "queue"));
+        assert!(hub.view("a").advertised_services.is_empty());
+        // A new connection starts with no offers until its agent sends them.
+        hub.disconnect("a", conn);
+        let (tx, _rx) = mpsc::unbounded_channel();
+        hub.connect("a", hello, tx);
+        assert!(hub.view("a").services.is_empty());
+        assert!(!hub.degraded("a", "queue"));
+        // Never-connected regions hold nothing.
+        assert!(!hub.advertised("b", "queue") && !hub.degraded("b", "queue"));
     }
 }

@@ -2,10 +2,12 @@
 //!
 //! One TLS port serves both the agents' WebSocket (`/v1/agent`) and the HTTP API (admin and
 //! requests). The control plane holds no cluster credentials: it only relays ops to the agent
-//! that dialled out from each region. State (regions, token hashes) lives in SQLite.
+//! that dialled out from each region. State (regions, token hashes, service instances) lives in
+//! SQLite.
 
 pub mod api;
 pub mod hub;
+pub mod services;
 pub mod session;
 pub mod store;
 pub mod tls;
@@ -233,6 +235,8 @@ pub async fn bind(
         max_request_wait: Duration::from_secs(config.max_request_wait_s.max(1)),
         ws_buffer_bytes: config.ws_buffer_bytes.max(1024),
     });
+    services::recover(&app);
+    tokio::spawn(services::run_dispatcher(app.clone()));
     Ok((
         Running { addr, app },
         listener,

@@ -16,10 +16,10 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::App;
 use crate::hub::Outgoing;
 use crate::store::{Credential, Refusal};
 use crate::tokens;
+use crate::{App, services};
 
 type Ws = WebSocketStream<TokioIo<Upgraded>>;
 
@@ -263,7 +263,7 @@ pub async fn run(app: Arc<App>, mut ws: Ws, credential: Option<SecretString>, pe
 }
 
 /// Handles one text frame from a welcomed agent; returns the answer to send, if any.
-fn handle(app: &App, region: &str, text: &str) -> Option<Frame> {
+fn handle(app: &Arc<App>, region: &str, text: &str) -> Option<Frame> {
     let frame = match decode(text) {
         Ok(f) => f,
         Err(e) => {
@@ -305,6 +305,22 @@ fn handle(app: &App, region: &str, text: &str) -> Option<Frame> {
         }
         Frame::Error(e) => {
             log::warn!("region {region}: agent reported {}: {}", e.code, e.message);
+            None
+        }
+        Frame::Services(s) => {
+            let summary: Vec<String> = s
+                .offers
+                .iter()
+                .map(|o| format!("{} by {} ({})", o.service_type, o.provider, o.health))
+                .collect();
+            if app.hub.set_services(region, s) {
+                log::info!("region {region}: services now [{}]", summary.join(", "));
+            }
+            services::dispatch_queued(app, Some(region));
+            None
+        }
+        Frame::Instance(status) => {
+            services::apply_instance(app, region, status);
             None
         }
         Frame::Hello(_) => unexpected("hello"),

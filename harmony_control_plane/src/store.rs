@@ -1,10 +1,15 @@
-//! Durable state in SQLite: regions, bootstrap tokens and identities (hashes only).
+//! Durable state in SQLite: regions, bootstrap tokens and identities (hashes only), and the
+//! service instances placed in regions.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use harmony_agent_protocol::InstanceState;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::services::ServiceRecord;
 use crate::tokens;
 
 /// Milliseconds since the Unix epoch.
@@ -91,6 +96,59 @@ type BootstrapRow = (
 /// An identity row: hash, region, zone, revoked, region decommissioned.
 type IdentityRow = (Vec<u8>, String, String, Option<i64>, Option<i64>);
 
+/// A new state for a service instance, written only if the record is still as last read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The new state.
+    pub state: InstanceState,
+    /// The new detail.
+    pub detail: String,
+    /// The provider, when known (`None` keeps the stored one).
+    pub provider: Option<String>,
+    /// The outputs (`None` keeps the stored ones).
+    pub outputs: Option<Map<String, Value>>,
+}
+
+const SERVICE_COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, created_at, updated_at";
+
+fn conversion(column: usize, what: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        column,
+        rusqlite::types::Type::Text,
+        Box::new(std::io::Error::other(what)),
+    )
+}
+
+fn service_row(r: &Row<'_>) -> rusqlite::Result<ServiceRecord> {
+    let state: String = r.get(3)?;
+    let outputs: String = r.get(6)?;
+    let spec: String = r.get(7)?;
+    Ok(ServiceRecord {
+        id: r.get(0)?,
+        service_type: r.get(1)?,
+        region: r.get(2)?,
+        state: InstanceState::parse(&state)
+            .ok_or_else(|| conversion(3, format!("unknown instance state {state:?}")))?,
+        detail: r.get(4)?,
+        provider: r.get(5)?,
+        outputs: serde_json::from_str(&outputs)
+            .map_err(|e| conversion(6, format!("outputs: {e}")))?,
+        spec: serde_json::from_str(&spec).map_err(|e| conversion(7, format!("spec: {e}")))?,
+        attempts: r.get(8)?,
+        created_at: r.get(9)?,
+        updated_at: r.get(10)?,
+    })
+}
+
+fn read_service(c: &Connection, id: &str) -> rusqlite::Result<Option<ServiceRecord>> {
+    c.query_row(
+        &format!("SELECT {SERVICE_COLUMNS} FROM service_instances WHERE id = ?1"),
+        [id],
+        service_row,
+    )
+    .optional()
+}
+
 /// The SQLite store; one connection behind a mutex (every statement is short).
 pub struct Store {
     conn: Mutex<Connection>,
@@ -124,6 +182,20 @@ CREATE TABLE IF NOT EXISTS identities (
 );
 CREATE INDEX IF NOT EXISTS identities_by_region ON identities(region);
 CREATE INDEX IF NOT EXISTS bootstrap_by_region ON bootstrap_tokens(region);
+CREATE TABLE IF NOT EXISTS service_instances (
+    id TEXT PRIMARY KEY,
+    service_type TEXT NOT NULL,
+    region TEXT NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT '',
+    provider TEXT,
+    outputs TEXT NOT NULL DEFAULT '{}',
+    spec TEXT NOT NULL DEFAULT '{}',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS service_instances_by_state ON service_instances(state);
 ";
 
 impl Store {
@@ -339,6 +411,186 @@ impl Store {
             .optional()
         })
     }
+
+    /// Stores a new service instance; `Ok(false)` when its id is taken.
+    pub fn insert_service(&self, rec: &ServiceRecord) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "INSERT OR IGNORE INTO service_instances
+                 (id, service_type, region, state, detail, provider, outputs, spec, attempts, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
+                    rec.id,
+                    rec.service_type,
+                    rec.region,
+                    rec.state.as_str(),
+                    rec.detail,
+                    rec.provider,
+                    Value::Object(rec.outputs.clone()).to_string(),
+                    rec.spec.to_string(),
+                    rec.attempts,
+                    rec.created_at,
+                    rec.updated_at,
+                ],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// One service instance.
+    pub fn service(&self, id: &str) -> Result<Option<ServiceRecord>, StoreError> {
+        self.with(|c| read_service(c, id))
+    }
+
+    /// Every service instance, oldest first.
+    pub fn services(&self) -> Result<Vec<ServiceRecord>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {SERVICE_COLUMNS} FROM service_instances ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map([], service_row)?;
+            rows.collect()
+        })
+    }
+
+    /// The service instances in `state`, oldest first.
+    pub fn services_in_state(
+        &self,
+        state: InstanceState,
+    ) -> Result<Vec<ServiceRecord>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(&format!(
+                "SELECT {SERVICE_COLUMNS} FROM service_instances WHERE state = ?1 ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map([state.as_str()], service_row)?;
+            rows.collect()
+        })
+    }
+
+    /// Live instances (neither failed nor being deleted) per region, for placement.
+    pub fn live_services_by_region(&self) -> Result<HashMap<String, usize>, StoreError> {
+        self.with(|c| {
+            let mut stmt = c.prepare(
+                "SELECT region, COUNT(*) FROM service_instances
+                 WHERE state NOT IN ('failed', 'deleting') GROUP BY region",
+            )?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)))?;
+            rows.collect()
+        })
+    }
+
+    /// Moves a queued instance to `pending` and counts a new attempt, only if it is still
+    /// queued: the dispatcher's half of the race with [`Self::cancel_queued`]. Returns the
+    /// claimed record (with its new attempt number) or `None` when it was not queued any more.
+    pub fn claim_queued(
+        &self,
+        id: &str,
+        detail: &str,
+    ) -> Result<Option<ServiceRecord>, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let n = tx.execute(
+                "UPDATE service_instances SET state = 'pending', attempts = attempts + 1,
+                 detail = ?2, updated_at = ?3 WHERE id = ?1 AND state = 'queued'",
+                params![id, detail, now_ms()],
+            )?;
+            let rec = if n == 1 { read_service(&tx, id)? } else { None };
+            tx.commit()?;
+            Ok(rec)
+        })
+    }
+
+    /// Removes a queued instance, only if it is still queued: the cancel half of the race with
+    /// [`Self::claim_queued`]. `Ok(false)` when it was claimed (or removed) first.
+    pub fn cancel_queued(&self, id: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "DELETE FROM service_instances WHERE id = ?1 AND state = 'queued'",
+                [id],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Starts a new attempt (create or delete) on an instance still in `from` at attempt
+    /// `attempts`: moves it to `to` and counts the attempt. `None` when it changed meanwhile.
+    pub fn next_attempt(
+        &self,
+        id: &str,
+        from: (InstanceState, u32),
+        to: InstanceState,
+        detail: &str,
+    ) -> Result<Option<ServiceRecord>, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let n = tx.execute(
+                "UPDATE service_instances SET state = ?4, attempts = attempts + 1, detail = ?5,
+                 updated_at = ?6 WHERE id = ?1 AND state = ?2 AND attempts = ?3",
+                params![id, from.0.as_str(), from.1, to.as_str(), detail, now_ms()],
+            )?;
+            let rec = if n == 1 { read_service(&tx, id)? } else { None };
+            tx.commit()?;
+            Ok(rec)
+        })
+    }
+
+    /// Writes `outcome` if the instance is still in `from` at attempt `attempts`, so a late
+    /// answer never overwrites a newer decision (a cancel, a delete, a later attempt).
+    pub fn settle(
+        &self,
+        id: &str,
+        from: (InstanceState, u32),
+        outcome: &Outcome,
+    ) -> Result<bool, StoreError> {
+        let outputs = outcome
+            .outputs
+            .as_ref()
+            .map(|o| Value::Object(o.clone()).to_string());
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE service_instances SET state = ?4, detail = ?5,
+                 provider = COALESCE(?6, provider), outputs = COALESCE(?7, outputs), updated_at = ?8
+                 WHERE id = ?1 AND state = ?2 AND attempts = ?3",
+                params![
+                    id,
+                    from.0.as_str(),
+                    from.1,
+                    outcome.state.as_str(),
+                    outcome.detail,
+                    outcome.provider,
+                    outputs,
+                    now_ms()
+                ],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Removes an instance still in `from` at attempt `attempts`.
+    pub fn remove_service_if(
+        &self,
+        id: &str,
+        from: (InstanceState, u32),
+    ) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "DELETE FROM service_instances WHERE id = ?1 AND state = ?2 AND attempts = ?3",
+                params![id, from.0.as_str(), from.1],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    /// Removes instance `id` of `region` whatever its state (its provider reported it deleted).
+    pub fn remove_service(&self, id: &str, region: &str) -> Result<bool, StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "DELETE FROM service_instances WHERE id = ?1 AND region = ?2",
+                params![id, region],
+            )?;
+            Ok(n == 1)
+        })
+    }
 }
 
 #[cfg(test)]
@@ -391,5 +643,135 @@ mod tests {
         );
         let r = store.region("eu").unwrap().unwrap();
         assert!(r.decommissioned_at.is_some() && !r.has_identity);
+    }
+
+    fn record(id: &str, state: InstanceState) -> ServiceRecord {
+        ServiceRecord {
+            id: id.into(),
+            service_type: "queue".into(),
+            region: "eu".into(),
+            state,
+            detail: "queued: provider unhealthy".into(),
+            provider: None,
+            outputs: Map::new(),
+            spec: serde_json::json!({"size": 3}),
+            created_at: 1,
+            updated_at: 1,
+            attempts: 0,
+        }
+    }
+
+    #[test]
+    fn cancel_and_claim_of_a_queued_create_exclude_each_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("cp.sqlite")).unwrap();
+        assert!(
+            store
+                .insert_service(&record("a", InstanceState::Queued))
+                .unwrap()
+        );
+        assert!(
+            !store
+                .insert_service(&record("a", InstanceState::Queued))
+                .unwrap()
+        );
+        assert!(
+            store
+                .insert_service(&record("b", InstanceState::Queued))
+                .unwrap()
+        );
+        // Claimed first: the cancel loses and the record is pending at attempt 1.
+        let claimed = store.claim_queued("a", "sent").unwrap().unwrap();
+        assert_eq!(
+            (claimed.state, claimed.attempts),
+            (InstanceState::Pending, 1)
+        );
+        assert!(!store.cancel_queued("a").unwrap());
+        assert!(store.claim_queued("a", "sent").unwrap().is_none());
+        // Cancelled first: the claim loses, so the create is never sent.
+        assert!(store.cancel_queued("b").unwrap());
+        assert!(store.claim_queued("b", "sent").unwrap().is_none());
+        assert!(store.service("b").unwrap().is_none());
+        // A late answer to an old attempt does not overwrite a newer decision.
+        let deleting = store
+            .next_attempt(
+                "a",
+                (InstanceState::Pending, 1),
+                InstanceState::Deleting,
+                "deleting",
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(deleting.attempts, 2);
+        let ready = Outcome {
+            state: InstanceState::Ready,
+            detail: String::new(),
+            provider: Some("q".into()),
+            outputs: None,
+        };
+        assert!(
+            !store
+                .settle("a", (InstanceState::Pending, 1), &ready)
+                .unwrap()
+        );
+        assert!(
+            !store
+                .remove_service_if("a", (InstanceState::Deleting, 1))
+                .unwrap()
+        );
+        assert!(
+            store
+                .remove_service_if("a", (InstanceState::Deleting, 2))
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn service_instances_survive_reopening_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cp.sqlite");
+        let mut ready = record("r", InstanceState::Pending);
+        ready.attempts = 1;
+        {
+            let store = Store::open(&path).unwrap();
+            store
+                .insert_service(&record("q", InstanceState::Queued))
+                .unwrap();
+            store.insert_service(&ready).unwrap();
+            let outcome = Outcome {
+                state: InstanceState::Ready,
+                detail: "up".into(),
+                provider: Some("q1".into()),
+                outputs: Some(
+                    [("url".to_string(), serde_json::json!("queue://r"))]
+                        .into_iter()
+                        .collect(),
+                ),
+            };
+            assert!(
+                store
+                    .settle("r", (InstanceState::Pending, 1), &outcome)
+                    .unwrap()
+            );
+        }
+        let store = Store::open(&path).unwrap();
+        let all = store.services().unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0], record("q", InstanceState::Queued));
+        let r = store.service("r").unwrap().unwrap();
+        assert_eq!(r.state, InstanceState::Ready);
+        assert_eq!(r.provider.as_deref(), Some("q1"));
+        assert_eq!(r.outputs["url"], "queue://r");
+        assert_eq!(r.spec, serde_json::json!({"size": 3}));
+        assert_eq!(
+            store
+                .services_in_state(InstanceState::Queued)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(store.live_services_by_region().unwrap()["eu"], 2);
+        assert!(store.remove_service("r", "eu").unwrap());
+        assert!(store.service("r").unwrap().is_none());
     }
 }

@@ -6,6 +6,7 @@ pub mod multi_region;
 pub mod netns;
 pub mod okd_lab;
 pub mod pg_datapath;
+pub mod providers;
 
 pub use apiserver::{ApiServer, shared_crds_dir};
 pub use pg_datapath::DataPath;

@@ -171,7 +171,10 @@ async fn bootstrap_yields_an_identity_and_spent_wrong_expired_and_revoked_creden
             "apply_manifests",
             "delete_manifests",
             "get_objects",
-            "get_inventory"
+            "get_inventory",
+            "service_create",
+            "service_delete",
+            "service_status"
         ]
     );
     assert_eq!(

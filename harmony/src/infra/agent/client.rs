@@ -1,4 +1,4 @@
-use harmony_agent_protocol::{Res, SecretString};
+use harmony_agent_protocol::{Res, SecretString, ServiceOffer};
 use harmony_types::{RegionId, ZoneId};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
@@ -9,8 +9,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,6 +122,62 @@ pub struct RegionStatus {
     /// Requests queued or executing.
     #[serde(default)]
     pub pending_requests: usize,
+    /// The service types its agent holds, with their providers' health.
+    #[serde(default)]
+    pub services: Vec<ServiceOffer>,
+    /// The types it advertises now (region and provider healthy), sorted.
+    #[serde(default)]
+    pub advertised_services: Vec<String>,
+}
+
+/// A service instance to create through `POST /v1/services`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NewService {
+    /// The service type (`container`, `postgresql`, `vm`, or an external provider's).
+    #[serde(rename = "type")]
+    pub service_type: String,
+    /// The provider-specific spec (a JSON object).
+    pub spec: Value,
+    /// The region to place it in; the control plane chooses when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// The instance id (a DNS-1123 label); the control plane chooses when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// A service instance as the control plane reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceInstance {
+    /// The instance id.
+    pub id: String,
+    /// The service type.
+    #[serde(rename = "type", default)]
+    pub service_type: String,
+    /// The region it is placed in.
+    #[serde(default)]
+    pub region: String,
+    /// `queued`, `pending`, `provisioning`, `ready`, `failed`, `deleting`; a delete also answers
+    /// `cancelled` or `deleted`.
+    pub state: String,
+    /// Why it is in that state.
+    #[serde(default)]
+    pub detail: String,
+    /// The provider serving it, once known.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// What a consumer needs to use it (endpoints, Secret names).
+    #[serde(default)]
+    pub outputs: Map<String, Value>,
+    /// The spec it was created with.
+    #[serde(default)]
+    pub spec: Value,
+    /// Creation time (ms since epoch).
+    #[serde(default)]
+    pub created_at: i64,
+    /// Last change (ms since epoch).
+    #[serde(default)]
+    pub updated_at: i64,
 }
 
 impl RegionStatus {
@@ -384,6 +440,75 @@ impl ControlPlaneClient {
             return Err(Self::status_error(what, status, &body));
         }
         Self::parse(what, body.get("regions").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Creates a service instance: 201 (answered) and 202 (pending or queued) both return the
+    /// record; a refusal (400, 404, 409, 410) is [`ControlPlaneError::Status`] with the server's
+    /// message.
+    pub async fn create_service(
+        &self,
+        new: &NewService,
+    ) -> Result<ServiceInstance, ControlPlaneError> {
+        let what = format!("creating a {} service instance", new.service_type);
+        let body = serde_json::to_value(new).map_err(|e| ControlPlaneError::Invalid {
+            what: what.clone(),
+            reason: e.to_string(),
+        })?;
+        let (status, body) = self
+            .call(Method::POST, "/v1/services", Some(body), ADMIN_TIMEOUT)
+            .await?;
+        match status {
+            StatusCode::CREATED | StatusCode::ACCEPTED => Self::parse(&what, body),
+            s => Err(Self::status_error(&what, s, &body)),
+        }
+    }
+
+    /// One service instance; `None` when the control plane does not know it.
+    pub async fn service(&self, id: &str) -> Result<Option<ServiceInstance>, ControlPlaneError> {
+        let what = format!("reading service instance {id}");
+        let (status, body) = self
+            .call(
+                Method::GET,
+                &format!("/v1/services/{id}"),
+                None,
+                ADMIN_TIMEOUT,
+            )
+            .await?;
+        match status {
+            StatusCode::OK => Self::parse(&what, body).map(Some),
+            StatusCode::NOT_FOUND => Ok(None),
+            s => Err(Self::status_error(&what, s, &body)),
+        }
+    }
+
+    /// Every service instance, oldest first.
+    pub async fn services(&self) -> Result<Vec<ServiceInstance>, ControlPlaneError> {
+        let what = "listing service instances";
+        let (status, body) = self
+            .call(Method::GET, "/v1/services", None, ADMIN_TIMEOUT)
+            .await?;
+        if status != StatusCode::OK {
+            return Err(Self::status_error(what, status, &body));
+        }
+        Self::parse(what, body.get("services").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Deletes a service instance: state `cancelled` (a queued create), `deleted`, or
+    /// `deleting` (the provider is still at it). Unknown ids are a 404 `Status` error.
+    pub async fn delete_service(&self, id: &str) -> Result<ServiceInstance, ControlPlaneError> {
+        let what = format!("deleting service instance {id}");
+        let (status, body) = self
+            .call(
+                Method::DELETE,
+                &format!("/v1/services/{id}"),
+                None,
+                ADMIN_TIMEOUT,
+            )
+            .await?;
+        match status {
+            StatusCode::OK | StatusCode::ACCEPTED => Self::parse(&what, body),
+            s => Err(Self::status_error(&what, s, &body)),
+        }
     }
 
     /// Sends op `op` with `params` to `region`'s agent as request `id` and waits up to `wait`

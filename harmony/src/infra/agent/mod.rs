@@ -4,6 +4,8 @@
 mod client;
 mod topology;
 
-pub use client::{ControlPlaneClient, ControlPlaneError, CreatedRegion, RegionStatus};
+pub use client::{
+    ControlPlaneClient, ControlPlaneError, CreatedRegion, NewService, RegionStatus, ServiceInstance,
+};
 pub use harmony_agent_protocol::SecretString;
 pub use topology::AgentTopology;

@@ -1,0 +1,221 @@
+//! The built-in `kubevirt` provider: service type `vm` as a KubeVirt VirtualMachine on the
+//! agent's cluster.
+
+use async_trait::async_trait;
+use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef};
+use harmony_agent_protocol::{InstanceState, InstanceStatus};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+use super::{Provider, ProviderError, SpecReader, labels, namespace_of, status};
+use crate::exec::Cluster;
+
+/// The provider's name.
+pub const NAME: &str = "kubevirt";
+/// The service type it serves.
+pub const SERVICE_TYPE: &str = "vm";
+
+/// The VirtualMachine a `vm` spec asks for; errors name the field.
+pub fn manifest(id: &str, spec: &Value) -> Result<Value, ProviderError> {
+    let r = SpecReader::new(spec, &["image", "cpu", "memory", "namespace"])?;
+    let image = r.required_string("image", "quay.io/containerdisks/fedora:41")?;
+    let cpu = r.int("cpu", 1, 1, 256)?;
+    let memory = r.quantity("memory", "1Gi")?;
+    let namespace = r.namespace()?;
+    let labels = labels(id);
+    Ok(json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": id, "namespace": namespace, "labels": labels},
+        "spec": {
+            "runStrategy": "Always",
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "domain": {
+                        "cpu": {"cores": cpu},
+                        "resources": {"requests": {"memory": memory.as_str()}},
+                        "devices": {"disks": [{"name": "rootdisk", "disk": {"bus": "virtio"}}]},
+                    },
+                    "volumes": [{"name": "rootdisk", "containerDisk": {"image": image}}],
+                },
+            },
+        },
+    }))
+}
+
+fn vm_ref(namespace: &str, id: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: "kubevirt.io/v1".into(),
+        kind: "VirtualMachine".into(),
+        namespace: Some(namespace.into()),
+        name: id.into(),
+    }
+}
+
+/// The instance status a VirtualMachine (or its absence) says.
+pub fn status_of(id: &str, namespace: &str, vm: Option<&Value>) -> InstanceStatus {
+    let Some(vm) = vm else {
+        return status(
+            id,
+            SERVICE_TYPE,
+            NAME,
+            InstanceState::Deleted,
+            format!("no VirtualMachine {namespace}/{id}"),
+            Map::new(),
+        );
+    };
+    let printable = vm
+        .pointer("/status/printableStatus")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
+    let mut outputs = Map::new();
+    outputs.insert("namespace".into(), json!(namespace));
+    outputs.insert("virtual_machine".into(), json!(id));
+    let state = if vm.pointer("/metadata/deletionTimestamp").is_some() {
+        InstanceState::Deleting
+    } else if printable == "Running" {
+        InstanceState::Ready
+    } else {
+        InstanceState::Provisioning
+    };
+    status(id, SERVICE_TYPE, NAME, state, printable, outputs)
+}
+
+/// Serves `vm` on the agent's cluster.
+pub struct KubevirtProvider {
+    cluster: Arc<Cluster>,
+}
+
+impl KubevirtProvider {
+    /// The provider on `cluster`.
+    pub fn new(cluster: Arc<Cluster>) -> Self {
+        Self { cluster }
+    }
+
+    fn err(error: CapabilityError) -> ProviderError {
+        ProviderError::Cluster {
+            provider: NAME.into(),
+            error,
+        }
+    }
+
+    async fn read(&self, id: &str, namespace: &str) -> Result<InstanceStatus, ProviderError> {
+        let t = self
+            .cluster
+            .topology(false, false)
+            .await
+            .map_err(Self::err)?;
+        let vm = t.get(&vm_ref(namespace, id)).await.map_err(Self::err)?;
+        Ok(status_of(id, namespace, vm.as_ref().map(K8sObject::value)))
+    }
+}
+
+#[async_trait]
+impl Provider for KubevirtProvider {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn service_types(&self) -> Vec<String> {
+        vec![SERVICE_TYPE.into()]
+    }
+
+    async fn create(
+        &self,
+        id: &str,
+        _service_type: &str,
+        spec: &Value,
+    ) -> Result<InstanceStatus, ProviderError> {
+        let vm = K8sObject::new(manifest(id, spec)?).map_err(Self::err)?;
+        let ns = vm.reference().namespace.clone().unwrap_or_default();
+        let t = self
+            .cluster
+            .topology(false, false)
+            .await
+            .map_err(Self::err)?;
+        t.apply(&[vm], &ApplyOptions::default())
+            .await
+            .map_err(|f| Self::err(f.error))?;
+        self.read(id, &ns).await
+    }
+
+    async fn delete(
+        &self,
+        id: &str,
+        _service_type: &str,
+        spec: &Value,
+    ) -> Result<InstanceStatus, ProviderError> {
+        let ns = namespace_of(spec);
+        let t = self
+            .cluster
+            .topology(false, false)
+            .await
+            .map_err(Self::err)?;
+        t.delete(&vm_ref(&ns, id)).await.map_err(Self::err)?;
+        let mut s = self.read(id, &ns).await?;
+        if s.state != InstanceState::Deleted {
+            s.state = InstanceState::Deleting;
+        }
+        Ok(s)
+    }
+
+    async fn status(
+        &self,
+        id: &str,
+        _service_type: &str,
+        spec: &Value,
+    ) -> Result<InstanceStatus, ProviderError> {
+        self.read(id, &namespace_of(spec)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_becomes_an_always_running_vm() {
+        let vm = manifest(
+            "vm1",
+            &json!({"image": "quay.io/containerdisks/fedora:41", "cpu": 2}),
+        )
+        .unwrap();
+        assert_eq!(vm["spec"]["runStrategy"], "Always");
+        assert_eq!(vm["spec"]["template"]["spec"]["domain"]["cpu"]["cores"], 2);
+        assert_eq!(
+            vm["spec"]["template"]["spec"]["domain"]["resources"]["requests"]["memory"],
+            "1Gi"
+        );
+        assert_eq!(
+            vm["metadata"]["labels"]["harmony.io/service-instance"],
+            "vm1"
+        );
+        let e = manifest("vm1", &json!({"cpu": 2})).unwrap_err().to_string();
+        assert!(e.starts_with("spec.image: is required"), "{e}");
+        let e = manifest("vm1", &json!({"image": "x", "memory": "big"}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("spec.memory:"), "{e}");
+    }
+
+    #[test]
+    fn status_follows_printable_status() {
+        let s = status_of(
+            "vm1",
+            "ns",
+            Some(&json!({"status": {"printableStatus": "Starting"}})),
+        );
+        assert_eq!(
+            (s.state, s.detail.as_str()),
+            (InstanceState::Provisioning, "Starting")
+        );
+        let s = status_of(
+            "vm1",
+            "ns",
+            Some(&json!({"status": {"printableStatus": "Running"}})),
+        );
+        assert_eq!(s.state, InstanceState::Ready);
+        assert_eq!(status_of("vm1", "ns", None).state, InstanceState::Deleted);
+    }
+}
