@@ -26,6 +26,23 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// Provider health checks every 200 ms; unhealthy after 600 ms without a good check.
 const CHECK_MS: u64 = 200;
+
+/// A stand-in for KubeVirt's VirtualMachine CRD: its group, version, kind, an open schema.
+const KUBEVIRT_VM_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: virtualmachines.kubevirt.io
+spec:
+  group: kubevirt.io
+  scope: Namespaced
+  names: {kind: VirtualMachine, listKind: VirtualMachineList, plural: virtualmachines, singular: virtualmachine, shortNames: [vm, vms]}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"#;
 const UNHEALTHY_MS: u64 = 600;
 
 struct World {
@@ -568,6 +585,25 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         json!(format!("{id}.harmony-services.svc:8080"))
     );
 
+    // What the cluster reports flows back: the Deployment's status says both replicas are ready.
+    let out = w.server.kubectl(&[
+        "patch",
+        "deployment",
+        "-n",
+        "harmony-services",
+        &id,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":2,"readyReplicas":2,"availableReplicas":2}}"#,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    w.wait_instance(&id, "ready").await;
+
     let gone = w.client.delete_service(&id).await.unwrap();
     assert!(
         ["deleted", "deleting"].contains(&gone.state.as_str()),
@@ -624,6 +660,78 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         json!(format!("{}-rw.harmony-services.svc", pg.id))
     );
     assert!(!format!("{record:?}").contains("password"), "{record:?}");
+    // KubeVirt's API appears. ../shared has no KubeVirt CRD, so this stand-in declares its
+    // group, version and kind (VirtualMachine, kubevirt.io/v1) with an open schema: enough for
+    // discovery and for the provider's objects, not a KubeVirt installation.
+    let crd = w.dir.path().join("kubevirt-vm-crd.yaml");
+    std::fs::write(&crd, KUBEVIRT_VM_CRD).unwrap();
+    let out = w
+        .server
+        .kubectl(&["apply", "-f", &crd.display().to_string()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = w.server.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/virtualmachines.kubevirt.io",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    w.wait_region("south", "vm advertised", |s| advertises(s, "vm"))
+        .await;
+    let vm = w
+        .create(
+            "vm",
+            Some("south"),
+            json!({"image": "quay.io/containerdisks/fedora:41", "cpu": 2, "memory": "2Gi"}),
+        )
+        .await;
+    let out = w.server.kubectl(&[
+        "get",
+        "virtualmachines.kubevirt.io",
+        "-n",
+        "harmony-services",
+        &vm.id,
+        "-o",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let object: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let template = &object["spec"]["template"]["spec"];
+    assert_eq!(template["domain"]["cpu"]["cores"], 2, "{object}");
+    assert_eq!(
+        template["volumes"][0]["containerDisk"]["image"],
+        "quay.io/containerdisks/fedora:41"
+    );
+    w.wait_instance(&vm.id, "provisioning").await;
+    let out = w.server.kubectl(&[
+        "patch",
+        "virtualmachines.kubevirt.io",
+        "-n",
+        "harmony-services",
+        &vm.id,
+        "--type=merge",
+        "-p",
+        r#"{"status":{"printableStatus":"Running"}}"#,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    w.wait_instance(&vm.id, "ready").await;
+
     // A spec error names the field, and nothing is created.
     let e = w
         .client
