@@ -652,18 +652,23 @@ pub fn dispatch_create(app: &Arc<App>, rec: ServiceRecord) -> oneshot::Receiver<
                 app.store.settle(&rec.id, from, &outcome)
             }
         };
-        match result {
-            Ok(true) => {}
-            Ok(false) => log::debug!(
-                "service instance {}: answer to create attempt {} ignored, the record changed meanwhile",
-                rec.id,
-                rec.attempts
-            ),
-            Err(e) => log::error!("{e}"),
-        }
+        log_settled(result, &rec, "create");
         let _ = done.send(());
     });
     answered
+}
+
+/// Logs what became of an attempt's answer (a stale answer is ignored by compare-and-set).
+fn log_settled(result: Result<bool, StoreError>, rec: &ServiceRecord, op: &str) {
+    match result {
+        Ok(true) => {}
+        Ok(false) => log::debug!(
+            "service instance {}: answer to {op} attempt {} ignored, the record changed meanwhile",
+            rec.id,
+            rec.attempts
+        ),
+        Err(e) => log::error!("{e}"),
+    }
 }
 
 /// What to do with the answer to a `service_delete` attempt.
@@ -734,15 +739,7 @@ pub fn dispatch_delete(app: &Arc<App>, rec: ServiceRecord) -> oneshot::Receiver<
                 app.store.settle(&rec.id, from, &outcome)
             }
         };
-        match result {
-            Ok(true) => {}
-            Ok(false) => log::debug!(
-                "service instance {}: answer to delete attempt {} ignored, the record changed meanwhile",
-                rec.id,
-                rec.attempts
-            ),
-            Err(e) => log::error!("{e}"),
-        }
+        log_settled(result, &rec, "delete");
         let _ = done.send(());
     });
     answered

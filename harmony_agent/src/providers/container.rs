@@ -2,12 +2,13 @@
 //! a ClusterIP Service when a port is given) on the agent's cluster.
 
 use async_trait::async_trait;
-use harmony::domain::capability::{ApplyOptions, K8sClient, K8sObject, ObjectRef};
+use harmony::domain::capability::{K8sClient, ObjectRef};
 use harmony_agent_protocol::{InstanceState, InstanceStatus};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::cluster_access::{ClusterAccess, object_ref};
 use super::{Provider, ProviderError, SpecReader, labels, namespace_of, status};
 use crate::exec::Cluster;
 
@@ -122,13 +123,12 @@ pub fn manifests(id: &str, spec: &ContainerSpec) -> Vec<Value> {
     out
 }
 
-fn object(kind: &str, api_version: &str, namespace: &str, id: &str) -> ObjectRef {
-    ObjectRef {
-        api_version: api_version.into(),
-        kind: kind.into(),
-        namespace: Some(namespace.into()),
-        name: id.into(),
-    }
+fn deployment_ref(namespace: &str, id: &str) -> ObjectRef {
+    object_ref("apps/v1", "Deployment", namespace, id)
+}
+
+fn service_ref(namespace: &str, id: &str) -> ObjectRef {
+    object_ref("v1", "Service", namespace, id)
 }
 
 /// The instance status a Deployment (or its absence) says.
@@ -176,33 +176,20 @@ pub fn status_of(id: &str, namespace: &str, deployment: Option<&Value>) -> Insta
 
 /// Serves `container` on the agent's cluster.
 pub struct ContainerProvider {
-    cluster: Arc<Cluster>,
+    cluster: ClusterAccess,
 }
 
 impl ContainerProvider {
     /// The provider on `cluster`.
     pub fn new(cluster: Arc<Cluster>) -> Self {
-        Self { cluster }
-    }
-
-    fn err(error: harmony::domain::capability::CapabilityError) -> ProviderError {
-        ProviderError::Cluster {
-            provider: NAME.into(),
-            error,
+        Self {
+            cluster: ClusterAccess::new(cluster, NAME),
         }
     }
 
     async fn read(&self, id: &str, namespace: &str) -> Result<InstanceStatus, ProviderError> {
-        let t = self
-            .cluster
-            .topology(false, false)
-            .await
-            .map_err(Self::err)?;
-        let d = t
-            .get(&object("Deployment", "apps/v1", namespace, id))
-            .await
-            .map_err(Self::err)?;
-        Ok(status_of(id, namespace, d.as_ref().map(K8sObject::value)))
+        let d = self.cluster.get(&deployment_ref(namespace, id)).await?;
+        Ok(status_of(id, namespace, d.as_ref()))
     }
 }
 
@@ -223,24 +210,15 @@ impl Provider for ContainerProvider {
         spec: &Value,
     ) -> Result<InstanceStatus, ProviderError> {
         let spec = ContainerSpec::parse(spec)?;
-        let objects = manifests(id, &spec)
-            .into_iter()
-            .map(K8sObject::new)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(Self::err)?;
-        let t = self
-            .cluster
-            .topology(false, false)
-            .await
-            .map_err(Self::err)?;
-        t.apply(&objects, &ApplyOptions::default())
-            .await
-            .map_err(|f| Self::err(f.error))?;
+        self.cluster.apply(manifests(id, &spec)).await?;
         if spec.port.is_none() {
             // Converge: a port removed from the spec takes its Service away.
-            t.delete(&object("Service", "v1", &spec.namespace, id))
+            self.cluster
+                .topology()
+                .await?
+                .delete(&service_ref(&spec.namespace, id))
                 .await
-                .map_err(Self::err)?;
+                .map_err(|e| self.cluster.err(e))?;
         }
         self.read(id, &spec.namespace).await
     }
@@ -252,22 +230,14 @@ impl Provider for ContainerProvider {
         spec: &Value,
     ) -> Result<InstanceStatus, ProviderError> {
         let ns = namespace_of(spec);
-        let t = self
-            .cluster
-            .topology(false, false)
+        let deployment = deployment_ref(&ns, id);
+        self.cluster
+            .delete_all(
+                &[service_ref(&ns, id), deployment.clone()],
+                &deployment,
+                |d| status_of(id, &ns, d),
+            )
             .await
-            .map_err(Self::err)?;
-        t.delete(&object("Service", "v1", &ns, id))
-            .await
-            .map_err(Self::err)?;
-        t.delete(&object("Deployment", "apps/v1", &ns, id))
-            .await
-            .map_err(Self::err)?;
-        let mut s = self.read(id, &ns).await?;
-        if s.state != InstanceState::Deleted {
-            s.state = InstanceState::Deleting;
-        }
-        Ok(s)
     }
 
     async fn status(

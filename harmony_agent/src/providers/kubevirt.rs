@@ -2,11 +2,12 @@
 //! agent's cluster.
 
 use async_trait::async_trait;
-use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef};
+use harmony::domain::capability::ObjectRef;
 use harmony_agent_protocol::{InstanceState, InstanceStatus};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
+use super::cluster_access::{ClusterAccess, object_ref};
 use super::{Provider, ProviderError, SpecReader, labels, namespace_of, status};
 use crate::exec::Cluster;
 
@@ -45,12 +46,7 @@ pub fn manifest(id: &str, spec: &Value) -> Result<Value, ProviderError> {
 }
 
 fn vm_ref(namespace: &str, id: &str) -> ObjectRef {
-    ObjectRef {
-        api_version: "kubevirt.io/v1".into(),
-        kind: "VirtualMachine".into(),
-        namespace: Some(namespace.into()),
-        name: id.into(),
-    }
+    object_ref("kubevirt.io/v1", "VirtualMachine", namespace, id)
 }
 
 /// The instance status a VirtualMachine (or its absence) says.
@@ -84,30 +80,20 @@ pub fn status_of(id: &str, namespace: &str, vm: Option<&Value>) -> InstanceStatu
 
 /// Serves `vm` on the agent's cluster.
 pub struct KubevirtProvider {
-    cluster: Arc<Cluster>,
+    cluster: ClusterAccess,
 }
 
 impl KubevirtProvider {
     /// The provider on `cluster`.
     pub fn new(cluster: Arc<Cluster>) -> Self {
-        Self { cluster }
-    }
-
-    fn err(error: CapabilityError) -> ProviderError {
-        ProviderError::Cluster {
-            provider: NAME.into(),
-            error,
+        Self {
+            cluster: ClusterAccess::new(cluster, NAME),
         }
     }
 
     async fn read(&self, id: &str, namespace: &str) -> Result<InstanceStatus, ProviderError> {
-        let t = self
-            .cluster
-            .topology(false, false)
-            .await
-            .map_err(Self::err)?;
-        let vm = t.get(&vm_ref(namespace, id)).await.map_err(Self::err)?;
-        Ok(status_of(id, namespace, vm.as_ref().map(K8sObject::value)))
+        let vm = self.cluster.get(&vm_ref(namespace, id)).await?;
+        Ok(status_of(id, namespace, vm.as_ref()))
     }
 }
 
@@ -127,17 +113,8 @@ impl Provider for KubevirtProvider {
         _service_type: &str,
         spec: &Value,
     ) -> Result<InstanceStatus, ProviderError> {
-        let vm = K8sObject::new(manifest(id, spec)?).map_err(Self::err)?;
-        let ns = vm.reference().namespace.clone().unwrap_or_default();
-        let t = self
-            .cluster
-            .topology(false, false)
-            .await
-            .map_err(Self::err)?;
-        t.apply(&[vm], &ApplyOptions::default())
-            .await
-            .map_err(|f| Self::err(f.error))?;
-        self.read(id, &ns).await
+        self.cluster.apply(vec![manifest(id, spec)?]).await?;
+        self.read(id, &namespace_of(spec)).await
     }
 
     async fn delete(
@@ -147,17 +124,10 @@ impl Provider for KubevirtProvider {
         spec: &Value,
     ) -> Result<InstanceStatus, ProviderError> {
         let ns = namespace_of(spec);
-        let t = self
-            .cluster
-            .topology(false, false)
+        let vm = vm_ref(&ns, id);
+        self.cluster
+            .delete_all(std::slice::from_ref(&vm), &vm, |v| status_of(id, &ns, v))
             .await
-            .map_err(Self::err)?;
-        t.delete(&vm_ref(&ns, id)).await.map_err(Self::err)?;
-        let mut s = self.read(id, &ns).await?;
-        if s.state != InstanceState::Deleted {
-            s.state = InstanceState::Deleting;
-        }
-        Ok(s)
     }
 
     async fn status(

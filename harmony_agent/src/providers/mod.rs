@@ -4,6 +4,7 @@
 //! measures their health and tells the control plane what the agent offers.
 
 pub mod api;
+pub mod cluster_access;
 pub mod container;
 pub mod discovery;
 pub mod external;

@@ -2,14 +2,13 @@
 //! `PostgreSQL` capability (the CloudNativePG operator) on the agent's cluster.
 
 use async_trait::async_trait;
-use harmony::domain::capability::{
-    CapabilityError, ComputeResources, K8sClient, K8sObject, ObjectRef, PostgreSQL, PostgresCluster,
-};
+use harmony::domain::capability::{ComputeResources, ObjectRef, PostgreSQL, PostgresCluster};
 use harmony::types::Dns1123Label;
 use harmony_agent_protocol::{InstanceState, InstanceStatus};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
+use super::cluster_access::{ClusterAccess, object_ref};
 use super::{Provider, ProviderError, SpecReader, namespace_of, status};
 use crate::exec::Cluster;
 
@@ -50,12 +49,7 @@ pub fn cluster_from_spec(id: &str, spec: &Value) -> Result<PostgresCluster, Prov
 }
 
 fn cluster_ref(namespace: &str, id: &str) -> ObjectRef {
-    ObjectRef {
-        api_version: "postgresql.cnpg.io/v1".into(),
-        kind: "Cluster".into(),
-        namespace: Some(namespace.into()),
-        name: id.into(),
-    }
+    object_ref("postgresql.cnpg.io/v1", "Cluster", namespace, id)
 }
 
 /// The instance status a CNPG `Cluster` (or its absence) says. Outputs name the credentials
@@ -107,33 +101,20 @@ pub fn status_of(id: &str, namespace: &str, cluster: Option<&Value>) -> Instance
 
 /// Serves `postgresql` on the agent's cluster.
 pub struct PostgresProvider {
-    cluster: Arc<Cluster>,
+    cluster: ClusterAccess,
 }
 
 impl PostgresProvider {
     /// The provider on `cluster`.
     pub fn new(cluster: Arc<Cluster>) -> Self {
-        Self { cluster }
-    }
-
-    fn err(error: CapabilityError) -> ProviderError {
-        ProviderError::Cluster {
-            provider: NAME.into(),
-            error,
+        Self {
+            cluster: ClusterAccess::new(cluster, NAME),
         }
     }
 
     async fn read(&self, id: &str, namespace: &str) -> Result<InstanceStatus, ProviderError> {
-        let t = self
-            .cluster
-            .topology(false, false)
-            .await
-            .map_err(Self::err)?;
-        let c = t
-            .get(&cluster_ref(namespace, id))
-            .await
-            .map_err(Self::err)?;
-        Ok(status_of(id, namespace, c.as_ref().map(K8sObject::value)))
+        let c = self.cluster.get(&cluster_ref(namespace, id)).await?;
+        Ok(status_of(id, namespace, c.as_ref()))
     }
 }
 
@@ -154,14 +135,12 @@ impl Provider for PostgresProvider {
         spec: &Value,
     ) -> Result<InstanceStatus, ProviderError> {
         let cluster = cluster_from_spec(id, spec)?;
-        let t = self
-            .cluster
-            .topology(false, false)
+        self.cluster
+            .topology()
+            .await?
+            .apply_cluster(&cluster, &owner(id))
             .await
-            .map_err(Self::err)?;
-        t.apply_cluster(&cluster, &owner(id))
-            .await
-            .map_err(|f| Self::err(f.error))?;
+            .map_err(|f| self.cluster.err(f.error))?;
         self.read(id, cluster.namespace.as_str()).await
     }
 
@@ -172,21 +151,14 @@ impl Provider for PostgresProvider {
         spec: &Value,
     ) -> Result<InstanceStatus, ProviderError> {
         let ns = namespace_of(spec);
-        let t = self
-            .cluster
-            .topology(false, false)
-            .await
-            .map_err(Self::err)?;
-        t.delete(&cluster_ref(&ns, id)).await.map_err(Self::err)?;
+        let cluster = cluster_ref(&ns, id);
         // The ownership record only lists members; without it the owner is forgotten.
-        t.delete(&harmony::infra::kube::ownership_record(&owner(id)))
+        let record = harmony::infra::kube::ownership_record(&owner(id));
+        self.cluster
+            .delete_all(&[cluster.clone(), record], &cluster, |c| {
+                status_of(id, &ns, c)
+            })
             .await
-            .map_err(Self::err)?;
-        let mut s = self.read(id, &ns).await?;
-        if s.state != InstanceState::Deleted {
-            s.state = InstanceState::Deleting;
-        }
-        Ok(s)
     }
 
     async fn status(

@@ -414,32 +414,45 @@ impl ControlPlaneClient {
 
     /// One region; `None` when the control plane does not know it.
     pub async fn region(&self, region: &str) -> Result<Option<RegionStatus>, ControlPlaneError> {
-        let what = format!("reading region {region}");
-        let (status, body) = self
-            .call(
-                Method::GET,
-                &format!("/v1/regions/{region}"),
-                None,
-                ADMIN_TIMEOUT,
-            )
-            .await?;
+        self.get_one(
+            &format!("reading region {region}"),
+            &format!("/v1/regions/{region}"),
+        )
+        .await
+    }
+
+    /// `GET path`: the answer, or `None` on 404.
+    async fn get_one<T: for<'de> Deserialize<'de>>(
+        &self,
+        what: &str,
+        path: &str,
+    ) -> Result<Option<T>, ControlPlaneError> {
+        let (status, body) = self.call(Method::GET, path, None, ADMIN_TIMEOUT).await?;
         match status {
-            StatusCode::OK => Self::parse(&what, body).map(Some),
+            StatusCode::OK => Self::parse(what, body).map(Some),
             StatusCode::NOT_FOUND => Ok(None),
-            s => Err(Self::status_error(&what, s, &body)),
+            s => Err(Self::status_error(what, s, &body)),
         }
+    }
+
+    /// `GET path`: the list under `key` of the answer.
+    async fn get_list<T: for<'de> Deserialize<'de>>(
+        &self,
+        what: &str,
+        path: &str,
+        key: &str,
+    ) -> Result<Vec<T>, ControlPlaneError> {
+        let (status, body) = self.call(Method::GET, path, None, ADMIN_TIMEOUT).await?;
+        if status != StatusCode::OK {
+            return Err(Self::status_error(what, status, &body));
+        }
+        Self::parse(what, body.get(key).cloned().unwrap_or(Value::Null))
     }
 
     /// Every region.
     pub async fn regions(&self) -> Result<Vec<RegionStatus>, ControlPlaneError> {
-        let what = "listing regions";
-        let (status, body) = self
-            .call(Method::GET, "/v1/regions", None, ADMIN_TIMEOUT)
-            .await?;
-        if status != StatusCode::OK {
-            return Err(Self::status_error(what, status, &body));
-        }
-        Self::parse(what, body.get("regions").cloned().unwrap_or(Value::Null))
+        self.get_list("listing regions", "/v1/regions", "regions")
+            .await
     }
 
     /// Creates a service instance: 201 (answered) and 202 (pending or queued) both return the
@@ -465,32 +478,17 @@ impl ControlPlaneClient {
 
     /// One service instance; `None` when the control plane does not know it.
     pub async fn service(&self, id: &str) -> Result<Option<ServiceInstance>, ControlPlaneError> {
-        let what = format!("reading service instance {id}");
-        let (status, body) = self
-            .call(
-                Method::GET,
-                &format!("/v1/services/{id}"),
-                None,
-                ADMIN_TIMEOUT,
-            )
-            .await?;
-        match status {
-            StatusCode::OK => Self::parse(&what, body).map(Some),
-            StatusCode::NOT_FOUND => Ok(None),
-            s => Err(Self::status_error(&what, s, &body)),
-        }
+        self.get_one(
+            &format!("reading service instance {id}"),
+            &format!("/v1/services/{id}"),
+        )
+        .await
     }
 
     /// Every service instance, oldest first.
     pub async fn services(&self) -> Result<Vec<ServiceInstance>, ControlPlaneError> {
-        let what = "listing service instances";
-        let (status, body) = self
-            .call(Method::GET, "/v1/services", None, ADMIN_TIMEOUT)
-            .await?;
-        if status != StatusCode::OK {
-            return Err(Self::status_error(what, status, &body));
-        }
-        Self::parse(what, body.get("services").cloned().unwrap_or(Value::Null))
+        self.get_list("listing service instances", "/v1/services", "services")
+            .await
     }
 
     /// Deletes a service instance: state `cancelled` (a queued create), `deleted`, or

@@ -37,6 +37,27 @@ fn is_crd(r: &ObjectRef) -> bool {
     r.group() == "apiextensions.k8s.io" && r.kind == "CustomResourceDefinition"
 }
 
+/// The kinds a CRD manifest serves, one per served version (empty when the manifest is partial).
+fn served_kinds(crd: &serde_json::Value) -> Vec<ObjectRef> {
+    let spec = &crd["spec"];
+    let (Some(group), Some(kind)) = (spec["group"].as_str(), spec["names"]["kind"].as_str()) else {
+        return Vec::new();
+    };
+    spec["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"].as_bool().unwrap_or(true))
+        .filter_map(|v| v["name"].as_str())
+        .map(|version| ObjectRef {
+            api_version: format!("{group}/{version}"),
+            kind: kind.to_string(),
+            namespace: None,
+            name: String::new(),
+        })
+        .collect()
+}
+
 impl K8sTopology {
     fn api(
         &self,
@@ -182,6 +203,23 @@ impl K8sTopology {
             .await?;
         }
         self.kinds.clear().await;
+        // Established can come before the server's discovery serves the new kinds; custom
+        // resources applied in that gap would be refused as unknown kinds.
+        let deadline = tokio::time::Instant::now() + CRD_ESTABLISH_TIMEOUT;
+        for kind in crds.iter().flat_map(|c| served_kinds(c.value())) {
+            let conn = self.connection()?;
+            loop {
+                match self.kinds.resolve(&conn.client, &conn.server, &kind).await {
+                    Ok(_) => break,
+                    Err(CapabilityError::UnknownKind { .. })
+                        if tokio::time::Instant::now() < deadline =>
+                    {
+                        tokio::time::sleep(POLL_INTERVAL).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         Ok(())
     }
     /// Applies without ownership bookkeeping: namespaces, then CRDs (awaited), then the rest.
@@ -481,5 +519,33 @@ impl K8sClient for K8sTopology {
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crd_serves_one_kind_per_served_version() {
+        let crd = serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "spec": {
+                "group": "example.com",
+                "names": {"kind": "Widget"},
+                "versions": [
+                    {"name": "v1", "served": true},
+                    {"name": "v1beta1", "served": false},
+                    {"name": "v2"},
+                ],
+            },
+        });
+        let kinds: Vec<String> = served_kinds(&crd)
+            .iter()
+            .map(|r| format!("{} {}", r.api_version, r.kind))
+            .collect();
+        assert_eq!(kinds, ["example.com/v1 Widget", "example.com/v2 Widget"]);
+        assert!(served_kinds(&serde_json::json!({"spec": {}})).is_empty());
     }
 }
