@@ -223,6 +223,45 @@ impl World {
         }
     }
 
+    /// Runs the fixture's kubectl and fails the test with its stderr when it fails.
+    fn kubectl_ok(&self, args: &[&str]) -> Vec<u8> {
+        let out = self.server.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// The object `resource`/`name` of namespace `harmony-services`, as JSON.
+    fn get_json(&self, resource: &str, name: &str) -> Value {
+        let out = self.kubectl_ok(&[
+            "get",
+            resource,
+            "-n",
+            "harmony-services",
+            name,
+            "-o",
+            "json",
+        ]);
+        serde_json::from_slice(&out).unwrap()
+    }
+
+    /// Waits until the control plane no longer knows instance `id`.
+    async fn wait_removed(&self, id: &str) {
+        let started = Instant::now();
+        while self.client.service(id).await.unwrap().is_some() {
+            assert!(
+                started.elapsed() < WAIT,
+                "instance {id} never deleted\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     async fn create(&self, t: &str, region: Option<&str>, spec: Value) -> ServiceInstance {
         self.client
             .create_service(&new_service(t, region, spec))
@@ -447,15 +486,7 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
         ["deleted", "deleting"].contains(&gone.state.as_str()),
         "{gone:?}"
     );
-    let started = Instant::now();
-    while w.client.service(&again.id).await.unwrap().is_some() {
-        assert!(
-            started.elapsed() < WAIT,
-            "instance {} never deleted",
-            again.id
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    w.wait_removed(&again.id).await;
     assert!(!q1.instances().unwrap().contains_key(&again.id));
     // Deregistration withdraws the type at once.
     let (status, body) = http_json("DELETE", &w.api("/v1/providers/q1"), None, None).unwrap();
@@ -541,21 +572,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         .await;
     let id = created.id.clone();
     // The fixture runs no controllers: the Deployment exists and never becomes ready.
-    let out = w.server.kubectl(&[
-        "get",
-        "deployment",
-        "-n",
-        "harmony-services",
-        &id,
-        "-o",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let d = w.get_json("deployment", &id);
     assert_eq!(d["spec"]["replicas"], 2);
     let container = &d["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(container["image"], "registry.example.com/web:1.4");
@@ -567,16 +584,8 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         d["metadata"]["labels"]["harmony.io/service-instance"],
         json!(id)
     );
-    let out = w.server.kubectl(&[
-        "get",
-        "service",
-        "-n",
-        "harmony-services",
-        &id,
-        "-o",
-        "json",
-    ]);
-    assert!(out.status.success(), "no Service for the port");
+    let service = w.get_json("service", &id);
+    assert_eq!(service["spec"]["ports"][0]["port"], 8080, "{service}");
     let record = w.wait_instance(&id, "provisioning").await;
     assert_eq!(record.provider.as_deref(), Some("kubernetes-workloads"));
     assert!(record.detail.contains("0/2"), "{record:?}");
@@ -586,7 +595,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
     );
 
     // What the cluster reports flows back: the Deployment's status says both replicas are ready.
-    let out = w.server.kubectl(&[
+    w.kubectl_ok(&[
         "patch",
         "deployment",
         "-n",
@@ -597,11 +606,6 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         "-p",
         r#"{"status":{"replicas":2,"readyReplicas":2,"availableReplicas":2}}"#,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     w.wait_instance(&id, "ready").await;
 
     let gone = w.client.delete_service(&id).await.unwrap();
@@ -609,11 +613,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         ["deleted", "deleting"].contains(&gone.state.as_str()),
         "{gone:?}"
     );
-    let started = Instant::now();
-    while w.client.service(&id).await.unwrap().is_some() {
-        assert!(started.elapsed() < WAIT, "instance {id} never deleted");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    w.wait_removed(&id).await;
     let out = w
         .server
         .kubectl(&["get", "deployment", "-n", "harmony-services", &id]);
@@ -631,21 +631,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
     let pg = w
         .create("postgresql", None, json!({"version": 17, "storage": "2Gi"}))
         .await;
-    let out = w.server.kubectl(&[
-        "get",
-        "clusters.postgresql.cnpg.io",
-        "-n",
-        "harmony-services",
-        &pg.id,
-        "-o",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cluster: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cluster = w.get_json("clusters.postgresql.cnpg.io", &pg.id);
     assert_eq!(cluster["spec"]["storage"]["size"], "2Gi");
     assert!(
         cluster["spec"]["imageName"]
@@ -665,25 +651,13 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
     // discovery and for the provider's objects, not a KubeVirt installation.
     let crd = w.dir.path().join("kubevirt-vm-crd.yaml");
     std::fs::write(&crd, KUBEVIRT_VM_CRD).unwrap();
-    let out = w
-        .server
-        .kubectl(&["apply", "-f", &crd.display().to_string()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = w.server.kubectl(&[
+    w.kubectl_ok(&["apply", "-f", &crd.display().to_string()]);
+    w.kubectl_ok(&[
         "wait",
         "--for=condition=Established",
         "--timeout=60s",
         "crd/virtualmachines.kubevirt.io",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     w.wait_region("south", "vm advertised", |s| advertises(s, "vm"))
         .await;
     let vm = w
@@ -693,21 +667,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
             json!({"image": "quay.io/containerdisks/fedora:41", "cpu": 2, "memory": "2Gi"}),
         )
         .await;
-    let out = w.server.kubectl(&[
-        "get",
-        "virtualmachines.kubevirt.io",
-        "-n",
-        "harmony-services",
-        &vm.id,
-        "-o",
-        "json",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let object: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let object = w.get_json("virtualmachines.kubevirt.io", &vm.id);
     let template = &object["spec"]["template"]["spec"];
     assert_eq!(template["domain"]["cpu"]["cores"], 2, "{object}");
     assert_eq!(
@@ -715,7 +675,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         "quay.io/containerdisks/fedora:41"
     );
     w.wait_instance(&vm.id, "provisioning").await;
-    let out = w.server.kubectl(&[
+    w.kubectl_ok(&[
         "patch",
         "virtualmachines.kubevirt.io",
         "-n",
@@ -725,11 +685,6 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         "-p",
         r#"{"status":{"printableStatus":"Running"}}"#,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     w.wait_instance(&vm.id, "ready").await;
 
     // A spec error names the field, and nothing is created.
