@@ -608,6 +608,33 @@ fn create_action(rec: &ServiceRecord, res: Option<Res>) -> CreateAction {
     }
 }
 
+/// Sends attempt `rec.attempts` of `op` (named `verb` in the request id) to the record's
+/// region and lets `settle` record the answer when it comes (`None` when the region was
+/// decommissioned first); the receiver fires once it is recorded.
+fn dispatch(
+    app: &Arc<App>,
+    rec: ServiceRecord,
+    op: Op,
+    verb: &'static str,
+    params: Value,
+    settle: impl FnOnce(&App, &ServiceRecord, Option<Res>) -> Result<bool, StoreError> + Send + 'static,
+) -> oneshot::Receiver<()> {
+    let req = Req {
+        id: format!("{}.{verb}.{}", rec.id, rec.attempts),
+        op: op.as_str().into(),
+        params,
+    };
+    let rx = app.hub.submit(&rec.region, req);
+    let (done, answered) = oneshot::channel();
+    let app = app.clone();
+    tokio::spawn(async move {
+        let result = settle(&app, &rec, rx.await.ok());
+        log_settled(result, &rec, verb);
+        let _ = done.send(());
+    });
+    answered
+}
+
 /// Sends attempt `rec.attempts` of the create (the record must be `pending` at that attempt)
 /// and applies the answer when it comes; the receiver fires once it is applied.
 pub fn dispatch_create(app: &Arc<App>, rec: ServiceRecord) -> oneshot::Receiver<()> {
@@ -616,46 +643,43 @@ pub fn dispatch_create(app: &Arc<App>, rec: ServiceRecord) -> oneshot::Receiver<
         service_type: rec.service_type.clone(),
         spec: rec.spec.clone(),
     };
-    let req = Req {
-        id: format!("{}.create.{}", rec.id, rec.attempts),
-        op: Op::ServiceCreate.as_str().into(),
-        params: serde_json::to_value(&params).unwrap_or_default(),
-    };
-    let rx = app.hub.submit(&rec.region, req);
-    let (done, answered) = oneshot::channel();
-    let app = app.clone();
-    tokio::spawn(async move {
-        let from = (InstanceState::Pending, rec.attempts);
-        let result = match create_action(&rec, rx.await.ok()) {
-            CreateAction::Settle(outcome) => {
-                log::info!(
-                    "service instance {} in region {}: {}{}",
-                    rec.id,
-                    rec.region,
-                    outcome.state,
-                    if outcome.detail.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", outcome.detail)
-                    }
-                );
-                app.store.settle(&rec.id, from, &outcome)
+    let params = serde_json::to_value(&params).unwrap_or_default();
+    dispatch(
+        app,
+        rec,
+        Op::ServiceCreate,
+        "create",
+        params,
+        |app, rec, res| {
+            let from = (InstanceState::Pending, rec.attempts);
+            match create_action(rec, res) {
+                CreateAction::Settle(outcome) => {
+                    log::info!(
+                        "service instance {} in region {}: {}{}",
+                        rec.id,
+                        rec.region,
+                        outcome.state,
+                        if outcome.detail.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", outcome.detail)
+                        }
+                    );
+                    app.store.settle(&rec.id, from, &outcome)
+                }
+                CreateAction::Requeue(detail) => {
+                    log::info!("service instance {}: {detail}", rec.id);
+                    let outcome = Outcome {
+                        state: InstanceState::Queued,
+                        detail,
+                        provider: None,
+                        outputs: None,
+                    };
+                    app.store.settle(&rec.id, from, &outcome)
+                }
             }
-            CreateAction::Requeue(detail) => {
-                log::info!("service instance {}: {detail}", rec.id);
-                let outcome = Outcome {
-                    state: InstanceState::Queued,
-                    detail,
-                    provider: None,
-                    outputs: None,
-                };
-                app.store.settle(&rec.id, from, &outcome)
-            }
-        };
-        log_settled(result, &rec, "create");
-        let _ = done.send(());
-    });
-    answered
+        },
+    )
 }
 
 /// Logs what became of an attempt's answer (a stale answer is ignored by compare-and-set).
@@ -709,40 +733,37 @@ pub fn dispatch_delete(app: &Arc<App>, rec: ServiceRecord) -> oneshot::Receiver<
         instance_id: rec.id.clone(),
         service_type: rec.service_type.clone(),
     };
-    let req = Req {
-        id: format!("{}.delete.{}", rec.id, rec.attempts),
-        op: Op::ServiceDelete.as_str().into(),
-        params: serde_json::to_value(&params).unwrap_or_default(),
-    };
-    let rx = app.hub.submit(&rec.region, req);
-    let (done, answered) = oneshot::channel();
-    let app = app.clone();
-    tokio::spawn(async move {
-        let from = (InstanceState::Deleting, rec.attempts);
-        let result = match delete_action(&rec, rx.await.ok()) {
-            DeleteAction::Remove => {
-                log::info!(
-                    "service instance {} deleted in region {}",
-                    rec.id,
-                    rec.region
-                );
-                app.store.remove_service_if(&rec.id, from)
+    let params = serde_json::to_value(&params).unwrap_or_default();
+    dispatch(
+        app,
+        rec,
+        Op::ServiceDelete,
+        "delete",
+        params,
+        |app, rec, res| {
+            let from = (InstanceState::Deleting, rec.attempts);
+            match delete_action(rec, res) {
+                DeleteAction::Remove => {
+                    log::info!(
+                        "service instance {} deleted in region {}",
+                        rec.id,
+                        rec.region
+                    );
+                    app.store.remove_service_if(&rec.id, from)
+                }
+                DeleteAction::Settle(outcome) => {
+                    log::info!(
+                        "service instance {} in region {}: {} {}",
+                        rec.id,
+                        rec.region,
+                        outcome.state,
+                        outcome.detail
+                    );
+                    app.store.settle(&rec.id, from, &outcome)
+                }
             }
-            DeleteAction::Settle(outcome) => {
-                log::info!(
-                    "service instance {} in region {}: {} {}",
-                    rec.id,
-                    rec.region,
-                    outcome.state,
-                    outcome.detail
-                );
-                app.store.settle(&rec.id, from, &outcome)
-            }
-        };
-        log_settled(result, &rec, "delete");
-        let _ = done.send(());
-    });
-    answered
+        },
+    )
 }
 
 /// Dispatches the queued creates (of `only` region, or all) whose region advertises their

@@ -1,17 +1,18 @@
 //! Reads a host's hardware facts from `/proc` and `/sys` and posts them, as JSON, to
 //! Harmony's discovery endpoint (`POST /discovery` on the HTTP boot server).
 //!
-//! The report has the shape of Harmony's `PhysicalHost`: id, hostname, MACs, CPU count,
-//! memory and disks. No dependencies beyond the standard library and serde, so the binary
-//! is small enough for a discovery image.
+//! The report is Harmony's own `PhysicalHost` value: id (the DMI product UUID when readable,
+//! else the first MAC, hyphenated), hostname, MACs of the physical NICs (sorted), CPU count,
+//! memory and whole disks (no partitions, loop, ram or device-mapper devices). No dependencies
+//! beyond the standard library, Harmony's value types and serde_json, so the binary is small
+//! enough for a discovery image.
 
-use serde::Serialize;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harmony_types::{HostName, Id, MacAddress, Url};
+use harmony_types::{Disk, HostName, Id, MacAddress, PhysicalHost, Url};
 
 /// Discovery failed.
 #[derive(Debug, thiserror::Error)]
@@ -41,34 +42,6 @@ pub enum AgentError {
         /// What went wrong.
         problem: String,
     },
-}
-
-/// A block device.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Disk {
-    /// Kernel name (`sda`, `nvme0n1`).
-    pub name: String,
-    /// Size in bytes.
-    pub size_bytes: u64,
-    /// Rotational (HDD) or not.
-    pub rotational: bool,
-}
-
-/// What the agent reports: the JSON shape of Harmony's `PhysicalHost`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct HostReport {
-    /// Stable id: the DMI product UUID when readable, else the first MAC (hyphenated).
-    pub id: Id,
-    /// The kernel's host name, when it is a valid one.
-    pub hostname: Option<HostName>,
-    /// MACs of the physical NICs, sorted.
-    pub macs: Vec<MacAddress>,
-    /// Logical CPUs.
-    pub cpu_count: u32,
-    /// Memory in bytes.
-    pub memory_bytes: u64,
-    /// Whole disks (no partitions, loop, ram or device-mapper devices).
-    pub disks: Vec<Disk>,
 }
 
 fn read(path: &Path) -> Result<String, AgentError> {
@@ -208,7 +181,7 @@ impl Facts {
     }
 
     /// Everything, as one report.
-    pub fn report(&self) -> Result<HostReport, AgentError> {
+    pub fn report(&self) -> Result<PhysicalHost, AgentError> {
         let macs = self.macs()?;
         let id = match self.product_uuid() {
             Some(id) => id,
@@ -223,7 +196,7 @@ impl Facts {
                 })?
             }
         };
-        Ok(HostReport {
+        Ok(PhysicalHost {
             id,
             hostname: self.hostname(),
             macs,
@@ -235,7 +208,7 @@ impl Facts {
 }
 
 /// Posts `report` to `url` (`http://HOST:PORT/discovery`) with a plain HTTP/1.1 request.
-pub fn post(url: &Url, report: &HostReport, timeout: Duration) -> Result<(), AgentError> {
+pub fn post(url: &Url, report: &PhysicalHost, timeout: Duration) -> Result<(), AgentError> {
     let fail = |problem: String| AgentError::Post {
         url: url.to_string(),
         problem,

@@ -3,6 +3,7 @@
 //! Nothing here performs I/O; the types are plain values that serialize as strings.
 
 mod error;
+mod host;
 mod id;
 mod ip;
 mod mac;
@@ -13,6 +14,7 @@ mod url;
 mod version;
 
 pub use error::InvalidValue;
+pub use host::{Disk, PhysicalHost};
 pub use id::Id;
 pub use ip::{IpAddress, Ipv4Cidr};
 pub use mac::MacAddress;

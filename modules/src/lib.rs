@@ -1,5 +1,6 @@
 //! Scores and their Interprets, one folder per domain.
 
+mod interpret_support;
 pub mod k8s;
 pub mod okd;
 pub mod postgresql;

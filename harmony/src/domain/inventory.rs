@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use harmony_types::{HostName, Id, MacAddress};
+pub use harmony_types::{Disk, PhysicalHost};
+use harmony_types::{Id, MacAddress};
 
 /// Everything known about the physical side of a site. Empty for pure Kubernetes work.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -35,34 +36,6 @@ impl Inventory {
     pub fn host_by_mac(&self, mac: MacAddress) -> Option<&PhysicalHost> {
         self.hosts.iter().find(|h| h.macs.contains(&mac))
     }
-}
-
-/// A machine as discovered: identity, NICs and hardware facts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PhysicalHost {
-    /// Stable identifier (serial number or first MAC).
-    pub id: Id,
-    /// The host name it reported, if any.
-    pub hostname: Option<HostName>,
-    /// MAC addresses of its network interfaces.
-    pub macs: Vec<MacAddress>,
-    /// Logical CPU count.
-    pub cpu_count: u32,
-    /// Memory in bytes.
-    pub memory_bytes: u64,
-    /// Block devices.
-    pub disks: Vec<Disk>,
-}
-
-/// A block device.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Disk {
-    /// Kernel name, e.g. `sda`, `nvme0n1`.
-    pub name: String,
-    /// Size in bytes.
-    pub size_bytes: u64,
-    /// Rotational (HDD) or not.
-    pub rotational: bool,
 }
 
 /// The role a host plays in a cluster.

@@ -205,6 +205,18 @@ impl ExternalProvider {
             .map_err(|_| format!("no answer within {} ms", timeout.as_millis()))?
     }
 
+    /// One instance call (10 s at most); a transport failure names the provider and the URL.
+    async fn instance_call(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<Value>,
+    ) -> Result<(StatusCode, Bytes), ProviderError> {
+        self.exchange(method, url, body, REQUEST_TIMEOUT)
+            .await
+            .map_err(|e| self.error(url, e))
+    }
+
     fn error(&self, url: &str, problem: String) -> ProviderError {
         ProviderError::External {
             provider: self.registration.name.clone(),
@@ -297,10 +309,7 @@ impl Provider for ExternalProvider {
     ) -> Result<InstanceStatus, ProviderError> {
         let url = self.instance_url(id);
         let body = json!({"instance_id": id, "service_type": service_type, "spec": spec});
-        let (s, b) = self
-            .exchange(Method::PUT, &url, Some(body), REQUEST_TIMEOUT)
-            .await
-            .map_err(|e| self.error(&url, e))?;
+        let (s, b) = self.instance_call(Method::PUT, &url, Some(body)).await?;
         if !s.is_success() {
             return Err(self.refused(&url, s, &b));
         }
@@ -314,10 +323,7 @@ impl Provider for ExternalProvider {
         _spec: &Value,
     ) -> Result<InstanceStatus, ProviderError> {
         let url = self.instance_url(id);
-        let (s, b) = self
-            .exchange(Method::DELETE, &url, None, REQUEST_TIMEOUT)
-            .await
-            .map_err(|e| self.error(&url, e))?;
+        let (s, b) = self.instance_call(Method::DELETE, &url, None).await?;
         match s {
             StatusCode::NOT_FOUND | StatusCode::NO_CONTENT => Ok(self.deleted(id, service_type)),
             s if s.is_success() => {
@@ -334,10 +340,7 @@ impl Provider for ExternalProvider {
         _spec: &Value,
     ) -> Result<InstanceStatus, ProviderError> {
         let url = self.instance_url(id);
-        let (s, b) = self
-            .exchange(Method::GET, &url, None, REQUEST_TIMEOUT)
-            .await
-            .map_err(|e| self.error(&url, e))?;
+        let (s, b) = self.instance_call(Method::GET, &url, None).await?;
         match s {
             StatusCode::NOT_FOUND => Ok(self.deleted(id, service_type)),
             StatusCode::OK => self.parse(&url, id, service_type, s, &b, None),

@@ -77,7 +77,7 @@ impl<T: Topology + K8sClient + 'static> Interpret<T> for K8sManifestsScore {
     }
 
     fn version(&self) -> Version {
-        Version::parse(env!("CARGO_PKG_VERSION")).unwrap_or_else(|_| Version::new(0, 0, 0))
+        crate::interpret_support::version()
     }
 
     async fn execute(
@@ -85,11 +85,12 @@ impl<T: Topology + K8sClient + 'static> Interpret<T> for K8sManifestsScore {
         _inventory: &Inventory,
         topology: &T,
     ) -> Result<Outcome, InterpretError> {
-        let objects = self.objects().map_err(|e| InterpretError::Capability {
-            action: format!("preparing {}", self.name),
-            applied: Vec::new(),
-            source: e,
-        })?;
+        let objects = self
+            .objects()
+            .map_err(crate::interpret_support::capability_error(
+                format!("preparing {}", self.name),
+                &[],
+            ))?;
         apply_objects(topology, &self.name, &objects).await
     }
 }

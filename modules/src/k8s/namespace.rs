@@ -70,7 +70,7 @@ impl<T: Topology + K8sClient + 'static> Interpret<T> for NamespaceScore {
     }
 
     fn version(&self) -> Version {
-        Version::parse(env!("CARGO_PKG_VERSION")).unwrap_or_else(|_| Version::new(0, 0, 0))
+        crate::interpret_support::version()
     }
 
     async fn execute(
@@ -78,11 +78,12 @@ impl<T: Topology + K8sClient + 'static> Interpret<T> for NamespaceScore {
         _inventory: &Inventory,
         topology: &T,
     ) -> Result<Outcome, InterpretError> {
-        let object = self.manifest().map_err(|e| InterpretError::Capability {
-            action: format!("preparing namespace {}", self.name),
-            applied: Vec::new(),
-            source: e,
-        })?;
+        let object = self
+            .manifest()
+            .map_err(crate::interpret_support::capability_error(
+                format!("preparing namespace {}", self.name),
+                &[],
+            ))?;
         let subject = <Self as Score<T>>::name(self);
         apply_objects(topology, &subject, &[object]).await
     }

@@ -176,7 +176,7 @@ where
     }
 
     fn version(&self) -> Version {
-        Version::parse(env!("CARGO_PKG_VERSION")).unwrap_or_else(|_| Version::new(0, 0, 0))
+        crate::interpret_support::version()
     }
 
     async fn execute(
@@ -184,11 +184,12 @@ where
         _inventory: &Inventory,
         topology: &T,
     ) -> Result<Outcome, InterpretError> {
-        let objects = self.manifests().map_err(|e| InterpretError::Capability {
-            action: format!("preparing {}", self.name),
-            applied: Vec::new(),
-            source: e,
-        })?;
+        let objects = self
+            .manifests()
+            .map_err(crate::interpret_support::capability_error(
+                format!("preparing {}", self.name),
+                &[],
+            ))?;
         apply_objects(topology, &self.name, &objects).await
     }
 }

@@ -108,21 +108,4 @@ pub fn okd_scores<T: OkdTopology>(
     ]
 }
 
-pub(crate) fn capability_error<A: Into<String>>(
-    action: A,
-    applied: &[harmony::domain::ObjectChange],
-) -> impl FnOnce(harmony::domain::capability::CapabilityError) -> harmony::domain::InterpretError + use<A>
-{
-    let action = action.into();
-    let applied = applied.to_vec();
-    move |source| harmony::domain::InterpretError::Capability {
-        action,
-        applied,
-        source,
-    }
-}
-
-pub(crate) fn version() -> harmony_types::Version {
-    harmony_types::Version::parse(env!("CARGO_PKG_VERSION"))
-        .unwrap_or_else(|_| harmony_types::Version::new(0, 0, 0))
-}
+pub(crate) use crate::interpret_support::{capability_error, version};

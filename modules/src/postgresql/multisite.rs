@@ -409,7 +409,7 @@ where
     }
 
     fn version(&self) -> Version {
-        Version::new(0, 1, 0)
+        crate::interpret_support::version()
     }
 
     async fn execute(&self, _: &Inventory, topology: &T) -> Result<Outcome, InterpretError> {

@@ -117,7 +117,7 @@ impl<T: Topology + PostgreSQL + 'static> Interpret<T> for PostgreSQLScore {
     }
 
     fn version(&self) -> Version {
-        Version::new(0, 1, 0)
+        crate::interpret_support::version()
     }
 
     async fn execute(&self, _: &Inventory, topology: &T) -> Result<Outcome, InterpretError> {

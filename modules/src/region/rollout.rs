@@ -284,7 +284,7 @@ impl<T: Topology + K8sClient + 'static> Interpret<T> for RegionAgentRolloutScore
     }
 
     fn version(&self) -> Version {
-        Version::parse(env!("CARGO_PKG_VERSION")).unwrap_or_else(|_| Version::new(0, 0, 0))
+        crate::interpret_support::version()
     }
 
     async fn execute(

@@ -216,6 +216,29 @@ impl WaitCondition {
             status: "True".into(),
         }
     }
+
+    /// Whether `current` (the object as read, `None` when absent) satisfies the condition;
+    /// otherwise what was seen instead, for the timeout message.
+    pub fn check(&self, current: Option<&K8sObject>) -> Result<(), String> {
+        match (current, self) {
+            (Some(_), WaitCondition::Exists) | (None, WaitCondition::Deleted) => Ok(()),
+            (Some(_), WaitCondition::Deleted) => Err("still exists".into()),
+            (None, _) => Err("does not exist".into()),
+            (
+                Some(o),
+                WaitCondition::Condition {
+                    condition_type,
+                    status,
+                },
+            ) => {
+                if o.condition_status(condition_type) == Some(status.as_str()) {
+                    Ok(())
+                } else {
+                    Err(o.describe_conditions())
+                }
+            }
+        }
+    }
 }
 
 impl fmt::Display for WaitCondition {
@@ -292,6 +315,29 @@ pub trait K8sClient: Send + Sync {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_wait_condition_says_what_it_saw_instead() {
+        let ready = |status: &str| {
+            K8sObject::new(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web"},
+                "status": {"conditions": [{"type": "Available", "status": status, "reason": "R"}]}}))
+            .unwrap()
+        };
+        let available = WaitCondition::condition("Available");
+        assert_eq!(available.check(Some(&ready("True"))), Ok(()));
+        assert_eq!(
+            available.check(Some(&ready("False"))),
+            Err("Available=False (R)".to_string())
+        );
+        assert_eq!(available.check(None), Err("does not exist".to_string()));
+        assert_eq!(WaitCondition::Exists.check(Some(&ready("True"))), Ok(()));
+        assert_eq!(WaitCondition::Deleted.check(None), Ok(()));
+        assert_eq!(
+            WaitCondition::Deleted.check(Some(&ready("True"))),
+            Err("still exists".to_string())
+        );
+    }
 
     #[test]
     fn identity_is_checked_and_named() {

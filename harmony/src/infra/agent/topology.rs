@@ -357,26 +357,14 @@ impl K8sClient for AgentTopology {
     ) -> Result<WaitOutcome, CapabilityError> {
         let started = Instant::now();
         loop {
-            let last_seen = match (self.get(object).await, condition) {
-                (Ok(Some(_)), WaitCondition::Exists) | (Ok(None), WaitCondition::Deleted) => {
-                    return Ok(WaitOutcome::Satisfied);
-                }
-                (Ok(Some(_)), WaitCondition::Deleted) => "still exists".to_string(),
-                (Ok(None), _) => "does not exist".to_string(),
-                (
-                    Ok(Some(o)),
-                    WaitCondition::Condition {
-                        condition_type,
-                        status,
-                    },
-                ) => match o.condition_status(condition_type) {
-                    Some(s) if s == status => return Ok(WaitOutcome::Satisfied),
-                    Some(s) => format!("{condition_type}={s}"),
-                    None => format!("no {condition_type} condition yet"),
+            let last_seen = match self.get(object).await {
+                Ok(current) => match condition.check(current.as_ref()) {
+                    Ok(()) => return Ok(WaitOutcome::Satisfied),
+                    Err(seen) => seen,
                 },
-                (Err(e @ CapabilityError::Unreachable { .. }), _)
-                | (Err(e @ CapabilityError::Timeout { .. }), _) => format!("error: {e}"),
-                (Err(e), _) => return Err(e),
+                Err(e @ CapabilityError::Unreachable { .. })
+                | Err(e @ CapabilityError::Timeout { .. }) => format!("error: {e}"),
+                Err(e) => return Err(e),
             };
             if started.elapsed() >= timeout {
                 return Err(CapabilityError::Timeout {

@@ -482,33 +482,14 @@ impl K8sClient for K8sTopology {
         let started = Instant::now();
         loop {
             // A wait rides out transient API errors (as kubectl wait does) and reports the last one.
-            let current = match self.get(object).await {
-                Ok(c) => Ok(c),
-                Err(e @ CapabilityError::Unreachable { .. })
-                | Err(e @ CapabilityError::Rejected { .. }) => Err(e.to_string()),
-                Err(e) => return Err(e),
-            };
-            let last_seen = match &current {
-                Err(e) => format!("error: {e}"),
-                Ok(c) => match (c, condition) {
-                    (Some(_), WaitCondition::Exists) | (None, WaitCondition::Deleted) => {
-                        return Ok(WaitOutcome::Satisfied);
-                    }
-                    (Some(_), WaitCondition::Deleted) => "still exists".to_string(),
-                    (None, _) => "does not exist".to_string(),
-                    (
-                        Some(o),
-                        WaitCondition::Condition {
-                            condition_type,
-                            status,
-                        },
-                    ) => {
-                        if o.condition_status(condition_type) == Some(status.as_str()) {
-                            return Ok(WaitOutcome::Satisfied);
-                        }
-                        o.describe_conditions()
-                    }
+            let last_seen = match self.get(object).await {
+                Ok(current) => match condition.check(current.as_ref()) {
+                    Ok(()) => return Ok(WaitOutcome::Satisfied),
+                    Err(seen) => seen,
                 },
+                Err(e @ CapabilityError::Unreachable { .. })
+                | Err(e @ CapabilityError::Rejected { .. }) => format!("error: {e}"),
+                Err(e) => return Err(e),
             };
             if started.elapsed() >= timeout {
                 return Err(CapabilityError::Timeout {

@@ -1,0 +1,23 @@
+//! What every Interpret of this crate shares: its reported version and how a capability error
+//! becomes an [`InterpretError`](harmony::domain::InterpretError) that keeps what was applied.
+
+/// Maps a capability error met while doing `action` to an Interpret error carrying `applied`.
+pub(crate) fn capability_error<A: Into<String>>(
+    action: A,
+    applied: &[harmony::domain::ObjectChange],
+) -> impl FnOnce(harmony::domain::capability::CapabilityError) -> harmony::domain::InterpretError + use<A>
+{
+    let action = action.into();
+    let applied = applied.to_vec();
+    move |source| harmony::domain::InterpretError::Capability {
+        action,
+        applied,
+        source,
+    }
+}
+
+/// The version every Interpret of this crate reports: the crate's own.
+pub(crate) fn version() -> harmony_types::Version {
+    harmony_types::Version::parse(env!("CARGO_PKG_VERSION"))
+        .unwrap_or_else(|_| harmony_types::Version::new(0, 0, 0))
+}
