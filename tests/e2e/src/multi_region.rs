@@ -304,6 +304,35 @@ pub struct AgentOptions {
     pub rust_log: Option<String>,
 }
 
+impl AgentOptions {
+    /// An agent of `region`/`zone` dialling `url` (trusting `ca`), operating the API server of
+    /// `kubeconfig` and keeping its identity in `identity_file`; no bootstrap token, backoff
+    /// 200 ms to 2 s (quick reconnects for tests), no extra arguments.
+    pub fn new(
+        url: &str,
+        region: &str,
+        zone: &str,
+        ca: PathBuf,
+        kubeconfig: PathBuf,
+        identity_file: PathBuf,
+    ) -> Self {
+        Self {
+            url: url.into(),
+            region: region.into(),
+            zone: zone.into(),
+            ca,
+            bootstrap_token_file: None,
+            identity_file,
+            identity_secret: None,
+            kubeconfig,
+            backoff_base_ms: 200,
+            backoff_max_ms: 2000,
+            extra_args: Vec::new(),
+            rust_log: None,
+        }
+    }
+}
+
 /// An agent process logging to a file.
 pub struct Agent {
     child: Option<Child>,

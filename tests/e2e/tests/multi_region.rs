@@ -81,18 +81,15 @@ impl World {
             p
         });
         AgentOptions {
-            url: self.cp.url(),
-            region: r.into(),
-            zone: z.into(),
-            ca: self.pki.ca(),
             bootstrap_token_file: token_file,
-            identity_file: self.dir.path().join(format!("{name}.identity")),
-            identity_secret: None,
-            kubeconfig: self.server.kubeconfig(),
-            backoff_base_ms: 200,
-            backoff_max_ms: 2000,
-            extra_args: Vec::new(),
-            rust_log: None,
+            ..AgentOptions::new(
+                &self.cp.url(),
+                r,
+                z,
+                self.pki.ca(),
+                self.server.kubeconfig(),
+                self.dir.path().join(format!("{name}.identity")),
+            )
         }
     }
 

@@ -114,18 +114,16 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     .unwrap();
     std::fs::write(dir.path().join("token"), &token).unwrap();
     let options = AgentOptions {
-        url: config["HARMONY_CONTROL_PLANE_URL"].as_str().unwrap().into(),
-        region: config["HARMONY_REGION"].as_str().unwrap().into(),
-        zone: config["HARMONY_ZONE"].as_str().unwrap().into(),
-        ca: dir.path().join("ca.crt"),
         bootstrap_token_file: Some(dir.path().join("token")),
-        identity_file: dir.path().join("unused"),
         identity_secret: Some(("harmony-agent".into(), IDENTITY_SECRET.into())),
-        kubeconfig: server.kubeconfig(),
-        backoff_base_ms: 200,
-        backoff_max_ms: 2000,
-        extra_args: Vec::new(),
-        rust_log: None,
+        ..AgentOptions::new(
+            config["HARMONY_CONTROL_PLANE_URL"].as_str().unwrap(),
+            config["HARMONY_REGION"].as_str().unwrap(),
+            config["HARMONY_ZONE"].as_str().unwrap(),
+            dir.path().join("ca.crt"),
+            server.kubeconfig(),
+            dir.path().join("unused"),
+        )
     };
     let agent = Agent::start(AGENT_BIN.as_ref(), &options, &dir.path().join("agent.log")).unwrap();
 

@@ -152,6 +152,23 @@ async fn client_for(server: &ApiServer) -> kube::Client {
     kube::Client::try_from(config).unwrap()
 }
 
+/// Runs the operator against `cp` with quick resyncs and backoffs, reaching region sites through
+/// `control_plane` when given.
+async fn spawn_operator(
+    cp: &ApiServer,
+    control_plane: Option<harmony::infra::agent::ControlPlaneClient>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(harmony_operator::run(
+        client_for(cp).await,
+        OperatorConfig {
+            resync: Duration::from_secs(2),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(5),
+            control_plane,
+        },
+    ))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_multisite_postgresql_resource_is_reconciled_kept_in_sync_and_cleaned_up() {
     let cp = start(false);
@@ -179,15 +196,7 @@ async fn a_multisite_postgresql_resource_is_reconciled_kept_in_sync_and_cleaned_
     );
 
     operator_secrets(&paris, "CERT-V1");
-    let controller = tokio::spawn(harmony_operator::run(
-        client_for(&cp).await,
-        OperatorConfig {
-            resync: Duration::from_secs(2),
-            backoff_base: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(5),
-            control_plane: None,
-        },
-    ));
+    let controller = spawn_operator(&cp, None).await;
 
     // An unknown site is a condition, not a crash; it names the declared sites.
     apply_ok(&cp, &finance_db("10Gi", "site-tokyo", "17"));
@@ -535,18 +544,15 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
     let mut agent = Agent::start(
         std::path::Path::new(env!("CARGO_BIN_EXE_e2e-agent")),
         &AgentOptions {
-            url: control_plane.url(),
-            region: "newyork".into(),
-            zone: "newyork-a".into(),
-            ca: pki.ca(),
             bootstrap_token_file: Some(token_file),
-            identity_file: dir.path().join("identity"),
-            identity_secret: None,
-            kubeconfig: newyork.kubeconfig(),
-            backoff_base_ms: 200,
-            backoff_max_ms: 2000,
-            extra_args: Vec::new(),
-            rust_log: None,
+            ..AgentOptions::new(
+                &control_plane.url(),
+                "newyork",
+                "newyork-a",
+                pki.ca(),
+                newyork.kubeconfig(),
+                dir.path().join("identity"),
+            )
         },
         &dir.path().join("agent.log"),
     )
@@ -571,15 +577,7 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
     );
 
     operator_secrets(&paris, "CERT-V1");
-    let controller = tokio::spawn(harmony_operator::run(
-        client_for(&cp).await,
-        OperatorConfig {
-            resync: Duration::from_secs(2),
-            backoff_base: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(5),
-            control_plane: Some(admin.clone()),
-        },
-    ));
+    let controller = spawn_operator(&cp, Some(admin.clone())).await;
     apply_ok(&cp, &finance_db("10Gi", "site-newyork", "17"));
     wait_for(
         "Ready=True through the agent",
@@ -676,15 +674,7 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
     )
     .unwrap();
     let admin = control_plane.client();
-    let controller = tokio::spawn(harmony_operator::run(
-        client_for(&cp).await,
-        OperatorConfig {
-            resync: Duration::from_secs(2),
-            backoff_base: Duration::from_millis(500),
-            backoff_max: Duration::from_secs(5),
-            control_plane: Some(admin.clone()),
-        },
-    ));
+    let controller = spawn_operator(&cp, Some(admin.clone())).await;
     let ca = std::fs::read_to_string(pki.ca()).unwrap();
     let resource = json!({
         "apiVersion": "harmony.io/v1alpha1", "kind": "RegionAgent",
@@ -726,18 +716,15 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
     let mut agent = Agent::start(
         std::path::Path::new(env!("CARGO_BIN_EXE_e2e-agent")),
         &AgentOptions {
-            url: config["HARMONY_CONTROL_PLANE_URL"].as_str().unwrap().into(),
-            region: config["HARMONY_REGION"].as_str().unwrap().into(),
-            zone: config["HARMONY_ZONE"].as_str().unwrap().into(),
-            ca: dir.path().join("ca.crt"),
             bootstrap_token_file: Some(dir.path().join("token")),
-            identity_file: dir.path().join("identity"),
-            identity_secret: None,
-            kubeconfig: site.kubeconfig(),
-            backoff_base_ms: 200,
-            backoff_max_ms: 2000,
-            extra_args: Vec::new(),
-            rust_log: None,
+            ..AgentOptions::new(
+                config["HARMONY_CONTROL_PLANE_URL"].as_str().unwrap(),
+                config["HARMONY_REGION"].as_str().unwrap(),
+                config["HARMONY_ZONE"].as_str().unwrap(),
+                dir.path().join("ca.crt"),
+                site.kubeconfig(),
+                dir.path().join("identity"),
+            )
         },
         &dir.path().join("agent.log"),
     )

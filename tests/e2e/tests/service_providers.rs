@@ -99,18 +99,17 @@ impl World {
         .into();
         extra_args.extend(extra.iter().map(|s| s.to_string()));
         AgentOptions {
-            url: self.cp.url(),
-            region: r.into(),
-            zone: "z1".into(),
-            ca: self.pki.ca(),
             bootstrap_token_file: Some(token_file),
-            identity_file: self.dir.path().join(format!("{r}.identity")),
-            identity_secret: None,
-            kubeconfig: self.server.kubeconfig(),
-            backoff_base_ms: 200,
-            backoff_max_ms: 2000,
             extra_args,
             rust_log: Some("harmony_agent=debug,info".into()),
+            ..AgentOptions::new(
+                &self.cp.url(),
+                r,
+                "z1",
+                self.pki.ca(),
+                self.server.kubeconfig(),
+                self.dir.path().join(format!("{r}.identity")),
+            )
         }
     }
 
