@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit, compile-fail and end-to-end tests.
-# README.md's test command. Later suites (real API servers, dnsmasq, haproxy, ...) are added here.
+# README.md's test command. The end-to-end suites start their own real processes (kube-apiserver,
+# PostgreSQL 18, haproxy, dnsmasq, QEMU, ...); setup.sh installs whatever of those is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "tools the suites start (tests/setup.sh; installs only what is missing)"
+bash tests/setup.sh
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the tools the test suite needs on a fresh machine. Idempotent: installs only what is missing.
+# Installs the tools the test suite needs on a fresh machine. Idempotent: installs only what is
+# missing, so tests/run.sh calls it every time (about half a second when everything is there).
 set -euo pipefail
 
 need_rust_components() {
@@ -17,7 +18,9 @@ go_minor="$(go env GOVERSION | sed -E 's/^go1\.([0-9]+).*/\1/')"
 [[ "$go_minor" =~ ^[0-9]+$ && "$go_minor" -ge 25 ]] || { echo "error: $(go env GOVERSION) is too old; the kube-apiserver fixture needs Go 1.25 or newer" >&2; exit 2; }
 command -v flock >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux; }
 
-# PostgreSQL data-path tests (tests/pg-datapath): haproxy, PostgreSQL 18 from npm, psycopg (libpq >= 17).
+# PostgreSQL 18 from npm, haproxy and psycopg (libpq >= 17): the PostgreSQL data-path tests
+# (tests/pg-datapath), the control plane's PostgreSQL store and the HA suite (N replicas on one
+# PostgreSQL behind haproxy: tests/e2e/tests/control_plane_ha.rs, the agents benchmark).
 bash "$(dirname "$0")/pg-datapath/install.sh"
 
 # Bare-metal OKD end-to-end tests (tests/e2e/tests/okd_*.rs): real dnsmasq, a DHCP client, iPXE

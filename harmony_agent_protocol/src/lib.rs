@@ -1,8 +1,8 @@
 //! Agent protocol v1: JSON text frames between a region agent and the control plane.
 //!
 //! ```text
-//! hello    agent -> cp   {type:"hello", agent_version, region, zone, ops:[...], protocol:1}
-//! welcome  cp -> agent   {type:"welcome", heartbeat_s, identity?}
+//! hello    agent -> cp   {type:"hello", agent_version, region, zone, ops:[...], protocol:1, max_frame_bytes}
+//! welcome  cp -> agent   {type:"welcome", heartbeat_s, identity?, identity_expires_at?, max_frame_bytes}
 //! ping     agent -> cp   {type:"ping", seq, status:{k8s_reachable, detail?}}
 //! req      cp -> agent   {type:"req", id, op, params}
 //! res      agent -> cp   {type:"res", id, ok, result? | error:{code,message}}
@@ -10,13 +10,22 @@
 //! error    either way    {type:"error", code, message, id?}
 //! services agent -> cp   {type:"services", offers:[{service_type, provider, builtin, health, detail?}]}
 //! instance agent -> cp   {type:"instance", instance_id, service_type, provider, state, detail?, outputs?}
+//! renew    agent -> cp   {type:"renew"}
+//! identity cp -> agent   {type:"identity", identity, expires_at}
 //! ```
+//!
+//! `params` and `result` are [`RawJson`]: the caller's exact bytes, never re-encoded on the way.
+//! Each side states the largest frame it accepts (`max_frame_bytes` in hello and welcome); a
+//! sender never sends a frame above the receiver's limit (a result that would be is answered
+//! with `result_too_large` instead).
 //!
 //! Decoding never panics: a frame too large, not JSON, of an unknown `type` or missing a field
 //! is a [`DecodeError`] that the receiver answers with an `error` frame. Unknown fields are
 //! ignored so later minor additions stay readable by v1 peers.
 
+mod codec;
 pub mod ops;
+pub mod raw;
 pub mod secret;
 pub mod services;
 
@@ -24,9 +33,10 @@ pub mod services;
 pub mod logging;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
+pub use codec::{DecodeError, decode, decode_with_limit, encode, encoded_len};
 pub use ops::{Op, WireChange, WireFieldChange, WireObjectRef};
+pub use raw::RawJson;
 pub use secret::{SecretString, scrub};
 pub use services::{
     InstanceState, InstanceStatus, ProviderHealth, ServiceCreateParams, ServiceOffer, ServiceRef,
@@ -64,6 +74,8 @@ pub mod close {
     pub const REGION_MISMATCH: u16 = 4005;
     /// A newer connection for the same region replaced this one.
     pub const REPLACED: u16 = 4008;
+    /// The identity's expiry (and any overlap window) has passed.
+    pub const IDENTITY_EXPIRED: u16 = 4009;
 
     /// Whether an agent should stop instead of retrying after this close code.
     pub fn is_fatal(code: u16) -> bool {
@@ -75,6 +87,7 @@ pub mod close {
                 | BOOTSTRAP_EXPIRED
                 | REVOKED
                 | REGION_MISMATCH
+                | IDENTITY_EXPIRED
         )
     }
 }
@@ -111,6 +124,16 @@ pub mod code {
     pub const PROVIDER_UNAVAILABLE: &str = "provider_unavailable";
     /// The provider refused the request or answered something unreadable.
     pub const PROVIDER_ERROR: &str = "provider_error";
+    /// The result does not fit in one frame of the receiver's `max_frame_bytes`.
+    pub const RESULT_TOO_LARGE: &str = "result_too_large";
+    /// The request does not fit in one frame of the agent's `max_frame_bytes` (refused at submit).
+    pub const TOO_LARGE: &str = "too_large";
+    /// The cluster refused the agent's credentials for this object (HTTP 403).
+    pub const FORBIDDEN: &str = "forbidden";
+    /// The object or its namespace does not exist (HTTP 404).
+    pub const NOT_FOUND: &str = "not_found";
+    /// A request id was reused with another region, op or params.
+    pub const DUPLICATE_ID: &str = "duplicate_id";
     /// Anything else.
     pub const INTERNAL: &str = "internal";
 }
@@ -137,6 +160,29 @@ pub enum Frame {
     Services(Services),
     /// The status of one service instance changed.
     Instance(InstanceStatus),
+    /// The agent asks for a fresh identity before its own expires.
+    Renew(Renew),
+    /// The control plane issues a fresh identity (answer to `renew`).
+    Identity(IdentityFrame),
+}
+
+/// `renew`: agent -> control plane, "issue me a fresh identity". The current one stays valid
+/// for the control plane's overlap window after the new one is issued.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Renew {}
+
+/// `identity`: control plane -> agent, a fresh identity to store and use from the next
+/// connection on. Never log it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdentityFrame {
+    /// The new identity (`hid_...`).
+    pub identity: SecretString,
+    /// When it expires, ms since the Unix epoch.
+    pub expires_at: i64,
+}
+
+fn max_frame_default() -> u64 {
+    MAX_FRAME_BYTES as u64
 }
 
 /// `hello`: the first frame an agent sends.
@@ -152,6 +198,9 @@ pub struct Hello {
     pub ops: Vec<String>,
     /// Protocol version; must be [`PROTOCOL_VERSION`].
     pub protocol: u32,
+    /// The largest frame the agent accepts; the control plane refuses larger requests at submit.
+    #[serde(default = "max_frame_default")]
+    pub max_frame_bytes: u64,
 }
 
 /// `welcome`: the control plane's answer to a valid hello.
@@ -165,6 +214,13 @@ pub struct Welcome {
     /// Protocol version the control plane speaks.
     #[serde(default = "protocol_v1")]
     pub protocol: u32,
+    /// When the identity in use (the one issued here, or the one presented) expires, ms since
+    /// the Unix epoch; `None` when it never does. The agent sends `renew` before then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_expires_at: Option<i64>,
+    /// The largest frame the control plane accepts from this agent.
+    #[serde(default = "max_frame_default")]
+    pub max_frame_bytes: u64,
 }
 
 fn protocol_v1() -> u32 {
@@ -200,9 +256,24 @@ pub struct Req {
     pub id: String,
     /// The op name ([`Op`]); unknown names are answered with `unsupported_op`.
     pub op: String,
-    /// The op's parameters.
+    /// The op's parameters, exactly as the caller sent them.
     #[serde(default)]
-    pub params: Value,
+    pub params: RawJson,
+}
+
+impl Req {
+    /// A request whose params are `params` serialized once.
+    pub fn new(
+        id: impl Into<String>,
+        op: impl Into<String>,
+        params: &impl Serialize,
+    ) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            id: id.into(),
+            op: op.into(),
+            params: RawJson::from_serialize(params)?,
+        })
+    }
 }
 
 /// `res`: the outcome of a request.
@@ -212,22 +283,43 @@ pub struct Res {
     pub id: String,
     /// Whether the op succeeded.
     pub ok: bool,
-    /// The op's result when `ok`.
+    /// The op's result when `ok`, exactly as the agent encoded it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
+    pub result: Option<RawJson>,
     /// Why it failed when not `ok`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
 }
 
 impl Res {
-    /// A successful result.
-    pub fn ok(id: impl Into<String>, result: Value) -> Self {
+    /// A successful result, serialized once (a value that cannot be serialized becomes an
+    /// `internal` error rather than a panic).
+    pub fn ok(id: impl Into<String>, result: impl Serialize) -> Self {
+        let id = id.into();
+        match RawJson::from_serialize(&result) {
+            Ok(raw) => Self::ok_raw(id, raw),
+            Err(e) => Self::err(
+                id,
+                ErrorBody::new(code::INTERNAL, format!("cannot encode the result: {e}")),
+            ),
+        }
+    }
+
+    /// A successful result already encoded.
+    pub fn ok_raw(id: impl Into<String>, result: RawJson) -> Self {
         Self {
             id: id.into(),
             ok: true,
             result: Some(result),
             error: None,
+        }
+    }
+
+    /// Parses the result into `T` (`null` when there is none).
+    pub fn result_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        match &self.result {
+            Some(raw) => raw.parse(),
+            None => serde_json::from_str("null"),
         }
     }
 
@@ -300,307 +392,5 @@ impl ErrorFrame {
     }
 }
 
-/// Why a text frame could not be decoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DecodeError {
-    /// Larger than [`MAX_FRAME_BYTES`].
-    #[error("frame of {size} bytes exceeds the {max}-byte limit; send fewer manifests per request")]
-    TooLarge {
-        /// The frame's size.
-        size: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// Not a JSON object.
-    #[error("frame is not a JSON object: {reason}")]
-    NotJson {
-        /// The parser's message.
-        reason: String,
-    },
-    /// No string field `type`.
-    #[error("frame has no string field \"type\"; every v1 frame names its type")]
-    NoType,
-    /// A `type` v1 does not define.
-    #[error(
-        "unknown frame type {type_name:?}; v1 types are hello, welcome, ping, req, res, progress, error, services, instance"
-    )]
-    UnknownType {
-        /// The type as sent (truncated to 64 characters).
-        type_name: String,
-    },
-    /// A known type with missing or mistyped fields.
-    #[error("{type_name} frame is malformed: {reason}")]
-    Malformed {
-        /// The frame type.
-        type_name: String,
-        /// The parser's message (field names, never values).
-        reason: String,
-    },
-}
-
-impl DecodeError {
-    /// The error code to answer with.
-    pub fn code(&self) -> &'static str {
-        match self {
-            DecodeError::TooLarge { .. } => code::FRAME_TOO_LARGE,
-            DecodeError::UnknownType { .. } => code::UNKNOWN_FRAME,
-            _ => code::MALFORMED_FRAME,
-        }
-    }
-}
-
-const TYPES: [&str; 9] = [
-    "hello", "welcome", "ping", "req", "res", "progress", "error", "services", "instance",
-];
-
-/// Decodes one text frame. Never panics, whatever the input.
-pub fn decode(text: &str) -> Result<Frame, DecodeError> {
-    if text.len() > MAX_FRAME_BYTES {
-        return Err(DecodeError::TooLarge {
-            size: text.len(),
-            max: MAX_FRAME_BYTES,
-        });
-    }
-    let value: Value = serde_json::from_str(text).map_err(|e| DecodeError::NotJson {
-        reason: describe_serde(&e),
-    })?;
-    let Some(object) = value.as_object() else {
-        return Err(DecodeError::NotJson {
-            reason: "top level is not an object".into(),
-        });
-    };
-    let type_name = object
-        .get("type")
-        .and_then(Value::as_str)
-        .ok_or(DecodeError::NoType)?;
-    if !TYPES.contains(&type_name) {
-        return Err(DecodeError::UnknownType {
-            type_name: type_name.chars().take(64).collect(),
-        });
-    }
-    let type_name = type_name.to_string();
-    serde_json::from_value(value).map_err(|e| DecodeError::Malformed {
-        type_name,
-        reason: describe_serde(&e),
-    })
-}
-
-/// serde_json messages name fields and types; strip any quoted input echo to be safe.
-fn describe_serde(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    // "invalid type: string \"...\", expected u64" echoes input: keep only the expectation.
-    match text.find("invalid type: string \"") {
-        Some(_) => match text.rfind("expected") {
-            Some(i) => format!("invalid type: {}", &text[i..]),
-            None => "invalid type".into(),
-        },
-        None => text.chars().take(200).collect(),
-    }
-}
-
-/// Encodes a frame as JSON text.
-pub fn encode(frame: &Frame) -> String {
-    // Serializing these types cannot fail: every map key is a string.
-    serde_json::to_string(frame).unwrap_or_else(|e| {
-        format!(r#"{{"type":"error","code":"internal","message":"encoding failed: {e}"}}"#)
-    })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn frames_round_trip_with_the_documented_shape() {
-        let hello = Frame::Hello(Hello {
-            agent_version: "0.1.0".into(),
-            region: "eu-west".into(),
-            zone: "paris-1".into(),
-            ops: vec!["apply_manifests".into()],
-            protocol: 1,
-        });
-        let text = encode(&hello);
-        let v: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["type"], "hello");
-        assert_eq!(v["protocol"], 1);
-        assert_eq!(decode(&text).unwrap(), hello);
-        let res = Frame::Res(Res::err(
-            "r1",
-            ErrorBody::new(code::UNSUPPORTED_OP, "no such op"),
-        ));
-        let v: Value = serde_json::from_str(&encode(&res)).unwrap();
-        assert_eq!(
-            v,
-            json!({"type": "res", "id": "r1", "ok": false, "error": {"code": "unsupported_op", "message": "no such op"}})
-        );
-    }
-
-    #[test]
-    fn unknown_fields_are_ignored_and_unknown_types_are_errors() {
-        let f = decode(
-            r#"{"type":"ping","seq":3,"status":{"k8s_reachable":true,"gpu":"x"},"extra":[1]}"#,
-        )
-        .unwrap();
-        assert!(matches!(f, Frame::Ping(Ping { seq: 3, .. })));
-        let e = decode(r#"{"type":"teleport","to":"mars"}"#).unwrap_err();
-        assert_eq!(e.code(), code::UNKNOWN_FRAME);
-        assert!(e.to_string().contains("teleport"), "{e}");
-        let e = decode(r#"{"type":"req","id":7}"#).unwrap_err();
-        assert_eq!(e.code(), code::MALFORMED_FRAME);
-        assert!(e.to_string().starts_with("req frame is malformed"), "{e}");
-        assert_eq!(decode("[]").unwrap_err().code(), code::MALFORMED_FRAME);
-        assert_eq!(decode("{").unwrap_err().code(), code::MALFORMED_FRAME);
-        assert_eq!(decode(r#"{"seq":1}"#).unwrap_err(), DecodeError::NoType);
-    }
-
-    #[test]
-    fn oversized_frames_are_refused_before_parsing() {
-        let big = format!(
-            r#"{{"type":"progress","id":"x","stage":"s","detail":"{}"}}"#,
-            "a".repeat(MAX_FRAME_BYTES)
-        );
-        assert!(matches!(
-            decode(&big).unwrap_err(),
-            DecodeError::TooLarge { .. }
-        ));
-    }
-
-    #[test]
-    fn a_welcome_identity_is_not_in_debug_output() {
-        let w = Welcome {
-            heartbeat_s: 5.0,
-            identity: Some(SecretString::new("hid_supersecretvalue")),
-            protocol: 1,
-        };
-        assert!(!format!("{w:?}").contains("supersecret"));
-        assert!(encode(&Frame::Welcome(w)).contains("hid_supersecretvalue"));
-    }
-
-    /// A small deterministic generator (xorshift64*) so the fuzz test needs no dependency.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n.max(1) as u64) as usize
-        }
-    }
-
-    fn seeds() -> Vec<String> {
-        vec![
-            encode(&Frame::Hello(Hello {
-                agent_version: "1.0.0".into(),
-                region: "r".into(),
-                zone: "z".into(),
-                ops: vec!["apply_manifests".into(), "get_inventory".into()],
-                protocol: 1,
-            })),
-            encode(&Frame::Ping(Ping {
-                seq: 9,
-                status: AgentStatus {
-                    k8s_reachable: true,
-                    detail: Some("v1.35".into()),
-                    in_flight: 2,
-                },
-            })),
-            encode(&Frame::Req(Req {
-                id: "abc".into(),
-                op: "apply_manifests".into(),
-                params: json!({"manifests": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}]}),
-            })),
-            encode(&Frame::Res(Res::ok("abc", json!({"changes": []})))),
-            encode(&Frame::Progress(Progress {
-                id: "abc".into(),
-                stage: "applying".into(),
-                detail: "1 of 2".into(),
-            })),
-            encode(&Frame::Welcome(Welcome {
-                heartbeat_s: 0.2,
-                identity: None,
-                protocol: 1,
-            })),
-            encode(&Frame::Services(Services {
-                offers: vec![ServiceOffer {
-                    service_type: "queue".into(),
-                    provider: "q".into(),
-                    builtin: false,
-                    health: ProviderHealth::Healthy,
-                    detail: "ok".into(),
-                }],
-            })),
-            encode(&Frame::Instance(InstanceStatus {
-                instance_id: "i".into(),
-                service_type: "queue".into(),
-                provider: "q".into(),
-                state: InstanceState::Ready,
-                detail: String::new(),
-                outputs: serde_json::Map::new(),
-            })),
-        ]
-    }
-
-    /// Property: for any byte mutation, truncation, splice or random input, `decode` returns
-    /// (never panics), and whatever it accepts re-encodes to a frame that decodes to itself.
-    #[test]
-    fn decoder_survives_random_and_mutated_input() {
-        let seeds = seeds();
-        let alphabet: &[u8] = b"{}[]\":,0123456789.-+eE truefalsnul\\/\x00\x7fabcXYZtypeidopreq";
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        let mut accepted = 0;
-        for round in 0..60_000 {
-            let base = &seeds[rng.below(seeds.len())];
-            let mut bytes = base.as_bytes().to_vec();
-            match round % 5 {
-                0 => {
-                    for _ in 0..=rng.below(8) {
-                        let i = rng.below(bytes.len());
-                        bytes[i] = alphabet[rng.below(alphabet.len())];
-                    }
-                }
-                1 => bytes.truncate(rng.below(bytes.len())),
-                2 => {
-                    let other = seeds[rng.below(seeds.len())].as_bytes();
-                    let cut = rng.below(bytes.len());
-                    let from = rng.below(other.len());
-                    bytes.truncate(cut);
-                    bytes.extend_from_slice(&other[from..]);
-                }
-                3 => {
-                    let i = rng.below(bytes.len());
-                    let n = rng.below(6);
-                    let junk: Vec<u8> = (0..n)
-                        .map(|_| alphabet[rng.below(alphabet.len())])
-                        .collect();
-                    bytes.splice(i..i, junk);
-                }
-                _ => {
-                    bytes = (0..rng.below(64))
-                        .map(|_| alphabet[rng.below(alphabet.len())])
-                        .collect();
-                }
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            if let Ok(frame) = decode(&text) {
-                accepted += 1;
-                assert_eq!(decode(&encode(&frame)).as_ref(), Ok(&frame), "{text}");
-            }
-        }
-        // The mutations must exercise both paths, or the test proves little.
-        assert!(accepted > 100, "only {accepted} mutated frames decoded");
-    }
-
-    #[test]
-    fn deeply_nested_input_is_an_error_not_a_stack_overflow() {
-        let deep = format!(
-            r#"{{"type":"req","id":"x","op":"y","params":{}{}}}"#,
-            "[".repeat(100_000),
-            "]".repeat(100_000)
-        );
-        assert!(decode(&deep).is_err());
-    }
-}
+mod tests;

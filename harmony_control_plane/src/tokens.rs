@@ -1,4 +1,5 @@
-//! Token minting, hashing and constant-time comparison. Tokens are stored only as SHA-256.
+//! Token minting, hashing, identity derivation and constant-time comparison. Tokens are stored
+//! only as SHA-256.
 
 use base64::Engine;
 use harmony_agent_protocol::SecretString;
@@ -11,6 +12,25 @@ pub fn mint(prefix: &str) -> Result<SecretString, getrandom::Error> {
     getrandom::fill(&mut bytes)?;
     let body = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
     Ok(SecretString::new(format!("{prefix}{body}")))
+}
+
+/// 32 random bytes (a bootstrap token's salt).
+pub fn random32() -> Result<[u8; 32], getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The identity a bootstrap token is exchanged for: `hid_` and the URL-safe base64 of
+/// SHA-256(token bytes || salt). Derived rather than random so that presenting the same token
+/// again (its `welcome` was lost) yields the same identity, while the store keeps only hashes
+/// and the salt: without the token itself nobody can compute it.
+pub fn derive_identity(bootstrap_token: &str, salt: &[u8; 32]) -> SecretString {
+    let mut h = Sha256::new();
+    h.update(bootstrap_token.as_bytes());
+    h.update(salt);
+    let body = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(h.finalize());
+    SecretString::new(format!("{}{body}", harmony_agent_protocol::IDENTITY_PREFIX))
 }
 
 /// The SHA-256 of a token: what the database holds.
@@ -45,5 +65,23 @@ mod tests {
         assert!(!same(&hash(a.expose()), &hash(b.expose())));
         assert!(!same(&hash(a.expose()), &[0u8; 31]));
         assert_eq!(fingerprint(a.expose()).len(), 8);
+    }
+
+    #[test]
+    fn an_identity_is_re_derivable_from_its_token_and_salt_only() {
+        let token = mint("hbt_").unwrap();
+        let salt = random32().unwrap();
+        let first = derive_identity(token.expose(), &salt);
+        assert!(first.expose().starts_with("hid_") && first.expose().len() > 40);
+        // The same token and salt: the same identity (a lost welcome is repaired).
+        assert_eq!(derive_identity(token.expose(), &salt), first);
+        // Another salt or another token: another identity.
+        assert_ne!(derive_identity(token.expose(), &random32().unwrap()), first);
+        assert_ne!(
+            derive_identity(mint("hbt_").unwrap().expose(), &salt),
+            first
+        );
+        // Neither the token nor the salt appears in it.
+        assert!(!first.expose().contains(&token.expose()[4..]));
     }
 }

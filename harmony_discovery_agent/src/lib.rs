@@ -3,12 +3,11 @@
 //!
 //! The report is Harmony's own `PhysicalHost` value: id (the DMI product UUID when readable,
 //! else the first MAC, hyphenated), hostname, MACs of the physical NICs (sorted), CPU count,
-//! memory and whole disks (no partitions, loop, ram or device-mapper devices). No dependencies
-//! beyond the standard library, Harmony's value types and serde_json, so the binary is small
-//! enough for a discovery image.
+//! memory and whole disks (no partitions, loop, ram or device-mapper devices). It posts with
+//! Harmony's shared HTTP client (`harmony_http`: reqwest, rustls with ring) on a
+//! current-thread runtime, and depends on nothing heavier, so the binary stays small enough for
+//! a discovery image.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -207,52 +206,60 @@ impl Facts {
     }
 }
 
-/// Posts `report` to `url` (`http://HOST:PORT/discovery`) with a plain HTTP/1.1 request.
+/// Posts `report` to `url` (`http://HOST:PORT/discovery`, or `https://` verified against the
+/// system roots) and waits at most `timeout` for a 2xx. Blocking: it runs its own small
+/// runtime, so call it from a plain thread (or `spawn_blocking`).
 pub fn post(url: &Url, report: &PhysicalHost, timeout: Duration) -> Result<(), AgentError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| AgentError::Post {
+            url: url.to_string(),
+            problem: format!("cannot start the I/O runtime: {e}"),
+        })?;
+    runtime.block_on(post_async(url, report, timeout))
+}
+
+/// As [`post`], from async code.
+pub async fn post_async(
+    url: &Url,
+    report: &PhysicalHost,
+    timeout: Duration,
+) -> Result<(), AgentError> {
     let fail = |problem: String| AgentError::Post {
         url: url.to_string(),
         problem,
     };
-    if url.scheme() != "http" {
-        return Err(fail(
-            "only http:// endpoints are supported (the discovery network is the PXE network)"
-                .into(),
-        ));
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(fail(format!(
+            "scheme {:?} is not supported; use http:// (the PXE network) or https://",
+            url.scheme()
+        )));
     }
-    let body = serde_json::to_string(report).map_err(|e| fail(e.to_string()))?;
-    let port = url.port().unwrap_or(80);
-    let addr = (url.host(), port)
-        .to_socket_addrs()
-        .map_err(|e| fail(e.to_string()))?
-        .next()
-        .ok_or_else(|| fail("the host name resolves to no address".into()))?;
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| fail(e.to_string()))?;
-    stream
-        .set_read_timeout(Some(timeout))
+    let client = harmony_http::ClientSettings::new()
+        .connect_timeout(timeout)
+        .read_timeout(Some(timeout))
+        .user_agent(concat!(
+            "harmony-discovery-agent/",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .build()
         .map_err(|e| fail(e.to_string()))?;
-    stream
-        .set_write_timeout(Some(timeout))
-        .map_err(|e| fail(e.to_string()))?;
-    let path = url.as_str().splitn(4, '/').nth(3).unwrap_or("");
-    let request = format!(
-        "POST /{path} HTTP/1.1\r\nHost: {}:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        url.host(),
-        body.len()
-    );
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| fail(e.to_string()))?;
-    let mut answer = String::new();
-    stream
-        .read_to_string(&mut answer)
-        .map_err(|e| fail(e.to_string()))?;
-    let status = answer.split_whitespace().nth(1).unwrap_or("");
-    if status.starts_with('2') {
-        Ok(())
-    } else {
-        let reason = answer.split("\r\n\r\n").nth(1).unwrap_or("").trim();
-        Err(fail(format!("answered {status}: {reason}")))
+    let answer = client
+        .post(url.as_str())
+        .json(report)
+        .timeout(timeout)
+        .send()
+        .await
+        .map_err(|e| fail(harmony_http::describe(&e)))?;
+    let status = answer.status();
+    if status.is_success() {
+        return Ok(());
     }
+    // The endpoint's own words help (e.g. "405 ... GET, HEAD or POST /discovery").
+    let said = answer.text().await.unwrap_or_default();
+    let said: String = said.trim().chars().take(300).collect();
+    Err(fail(format!("answered {status}: {said}")))
 }
 
 #[cfg(test)]
@@ -302,6 +309,117 @@ mod tests {
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["macs"][0], "52:54:00:aa:00:01");
         assert_eq!(json["hostname"], "node-a");
+    }
+
+    /// A one-shot HTTP server on loopback answering `status`; returns its URL and, once a
+    /// request came, the request's head and body.
+    fn one_shot(status: &'static str) -> (Url, std::thread::JoinHandle<(String, String)>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = Url::parse(&format!(
+            "http://127.0.0.1:{}/discovery",
+            listener.local_addr().unwrap().port()
+        ))
+        .unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut head = String::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                head.push_str(&line);
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let words = if status.starts_with('2') {
+                ""
+            } else {
+                "GET, HEAD or POST /discovery"
+            };
+            let answer = format!(
+                "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{words}",
+                words.len()
+            );
+            (&stream).write_all(answer.as_bytes()).unwrap();
+            (head, String::from_utf8(body).unwrap())
+        });
+        (url, server)
+    }
+
+    fn sample() -> PhysicalHost {
+        PhysicalHost {
+            id: Id::parse("52-54-00-aa-00-01").unwrap(),
+            hostname: None,
+            macs: vec![MacAddress::parse("52:54:00:aa:00:01").unwrap()],
+            cpu_count: 2,
+            memory_bytes: 1 << 30,
+            disks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn posts_the_report_as_json_over_real_http() {
+        let (url, server) = one_shot("204 No Content");
+        post(&url, &sample(), Duration::from_secs(5)).unwrap();
+        let (head, body) = server.join().unwrap();
+        assert!(head.starts_with("POST /discovery HTTP/1.1"), "{head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/json")
+        );
+        let sent: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(sent["macs"][0], "52:54:00:aa:00:01");
+        assert_eq!(sent["cpu_count"], 2);
+    }
+
+    /// Async callers (the okd discovery e2e test) use `post` from `spawn_blocking`, where it
+    /// runs its own runtime.
+    #[tokio::test]
+    async fn posting_from_a_blocking_task_of_a_runtime_works() {
+        let (url, server) = one_shot("204 No Content");
+        tokio::task::spawn_blocking(move || post(&url, &sample(), Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .unwrap();
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_refusal_names_the_status_and_the_servers_words() {
+        let (url, server) = one_shot("405 Method Not Allowed");
+        let e = post(&url, &sample(), Duration::from_secs(5)).unwrap_err();
+        server.join().unwrap();
+        let text = e.to_string();
+        assert!(
+            text.contains("405") && text.contains("POST /discovery"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_unreachable_endpoint_and_a_wrong_scheme_are_errors() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/discovery")).unwrap();
+        let e = post(&url, &sample(), Duration::from_secs(2)).unwrap_err();
+        assert!(
+            e.to_string().starts_with("posting to http://127.0.0.1"),
+            "{e}"
+        );
+        let ftp = Url::parse("ftp://127.0.0.1/discovery").unwrap();
+        let e = post(&ftp, &sample(), Duration::from_secs(2)).unwrap_err();
+        assert!(e.to_string().contains("scheme \"ftp\""), "{e}");
     }
 
     #[test]

@@ -276,7 +276,7 @@ pub async fn start(addr: SocketAddr, state: Arc<ApiState>) -> std::io::Result<So
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::Cluster;
+    use crate::cluster::Cluster;
     use crate::providers::registry::{Builtin, HealthPolicy, RegistryConfig};
     use harmony::infra::kube::KubeTarget;
     use std::time::Duration;
@@ -452,11 +452,11 @@ mod tests {
         let addr = start("127.0.0.1:0".parse().unwrap(), s).await.unwrap();
         let http = crate::providers::external::http_client().unwrap();
         let get = |path: &str, auth: Option<&str>| {
-            let mut b = Request::builder().uri(format!("http://{addr}{path}"));
+            let mut b = http.get(format!("http://{addr}{path}"));
             if let Some(a) = auth {
                 b = b.header("authorization", a);
             }
-            http.request(b.body(Full::new(Bytes::new())).unwrap())
+            b.send()
         };
         assert_eq!(
             get("/healthz", None).await.unwrap().status(),
@@ -468,7 +468,7 @@ mod tests {
         );
         let r = get("/v1/services", Some("Bearer t0ken")).await.unwrap();
         assert_eq!(r.status(), StatusCode::OK);
-        let body = r.into_body().collect().await.unwrap().to_bytes();
+        let body = r.bytes().await.unwrap();
         let v: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v, json!({"offers": [], "advertised": []}));
     }

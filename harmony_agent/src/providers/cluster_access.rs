@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use super::ProviderError;
-use crate::exec::Cluster;
+use crate::cluster::Cluster;
 
 /// A namespaced object of the agent's cluster.
 pub fn object_ref(api_version: &str, kind: &str, namespace: &str, name: &str) -> ObjectRef {

@@ -4,16 +4,9 @@
 
 use async_trait::async_trait;
 use harmony_agent_protocol::{InstanceState, InstanceStatus};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper::{Method, Request, StatusCode};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use harmony_http::reqwest::{self, Method, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Provider, ProviderError, check_label, status};
@@ -23,28 +16,18 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest answer body read from a provider.
 const MAX_BODY: usize = 1024 * 1024;
 
-/// The HTTP(S) client shared by every external provider.
-pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// The HTTP(S) client shared by every external provider (Harmony's one TLS set-up).
+pub type HttpClient = reqwest::Client;
 
-/// Builds the shared client: plain HTTP or HTTPS verified against the system roots.
+/// Builds the shared client: plain HTTP or HTTPS verified against the system roots. Each
+/// call bounds itself (instance calls [`REQUEST_TIMEOUT`], health checks their own timeout).
 pub fn http_client() -> Result<HttpClient, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(c);
-    }
-    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| format!("TLS configuration for external providers: {e}"))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .build();
-    Ok(Client::builder(TokioExecutor::new()).build(connector))
+    harmony_http::ClientSettings::new()
+        .connect_timeout(REQUEST_TIMEOUT)
+        .read_timeout(Some(REQUEST_TIMEOUT))
+        .user_agent(concat!("harmony-agent/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("HTTP client for external providers: {e}"))
 }
 
 /// A provider registration as posted to `POST /v1/providers` and persisted.
@@ -173,36 +156,42 @@ impl ExternalProvider {
         url: &str,
         body: Option<Value>,
         timeout: Duration,
-    ) -> Result<(StatusCode, Bytes), String> {
-        let mut builder = Request::builder().method(method).uri(url);
-        let payload = match body {
-            Some(b) => {
-                builder = builder.header("content-type", "application/json");
-                Bytes::from(b.to_string())
+    ) -> Result<(StatusCode, Vec<u8>), String> {
+        let mut request = self
+            .http
+            .request(method, url)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .timeout(timeout);
+        if let Some(b) = body {
+            request = request.json(&b);
+        }
+        let describe = |e: reqwest::Error| {
+            if e.is_timeout() {
+                format!("no answer within {} ms", timeout.as_millis())
+            } else {
+                harmony_http::describe(&e)
             }
-            None => Bytes::new(),
         };
-        builder = builder.header("accept", "application/json");
-        let request = builder
-            .body(Full::new(payload))
-            .map_err(|e| format!("building the request: {e}"))?;
-        let exchange = async {
-            let response = self
-                .http
-                .request(request)
-                .await
-                .map_err(|e| format!("no answer: {e}"))?;
-            let status = response.status();
-            let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
-                .collect()
-                .await
-                .map_err(|e| format!("reading the answer: {e}"))?
-                .to_bytes();
-            Ok((status, body))
-        };
-        tokio::time::timeout(timeout, exchange)
+        let mut response = request
+            .send()
             .await
-            .map_err(|_| format!("no answer within {} ms", timeout.as_millis()))?
+            .map_err(|e| format!("no answer: {}", describe(e)))?;
+        let status = response.status();
+        // Read at most MAX_BODY: a provider is trusted to answer, not to answer small.
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| format!("reading the answer: {}", describe(e)))?
+        {
+            if body.len() + chunk.len() > MAX_BODY {
+                return Err(format!(
+                    "reading the answer: the body exceeds {MAX_BODY} bytes; answer with a small JSON object"
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((status, body))
     }
 
     /// One instance call (10 s at most); a transport failure names the provider and the URL.
@@ -211,7 +200,7 @@ impl ExternalProvider {
         method: Method,
         url: &str,
         body: Option<Value>,
-    ) -> Result<(StatusCode, Bytes), ProviderError> {
+    ) -> Result<(StatusCode, Vec<u8>), ProviderError> {
         self.exchange(method, url, body, REQUEST_TIMEOUT)
             .await
             .map_err(|e| self.error(url, e))
@@ -385,6 +374,124 @@ mod tests {
             e(&|r| r.health_url = "http://u:p@h/".into())
                 .starts_with("health_url: must not carry credentials")
         );
+    }
+
+    /// A plain-HTTP provider on loopback answering `(status, body)` per request (after
+    /// `delay`), recording `METHOD path body`.
+    async fn provider(
+        answer: impl Fn(&str) -> (u16, String) + Send + Sync + 'static,
+        delay: Duration,
+    ) -> (
+        ExternalProvider,
+        std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    ) {
+        use http_body_util::{BodyExt, Full};
+        use hyper::body::Bytes;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (log, answer) = (seen.clone(), std::sync::Arc::new(answer));
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (log, answer) = (log.clone(), answer.clone());
+                let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+                    let (log, answer) = (log.clone(), answer.clone());
+                    async move {
+                        let line = format!("{} {}", req.method(), req.uri().path());
+                        let body: hyper::body::Incoming = req.into_body();
+                        let body = body.collect().await.unwrap().to_bytes();
+                        log.lock()
+                            .unwrap()
+                            .push(format!("{line} {}", String::from_utf8_lossy(&body)));
+                        tokio::time::sleep(delay).await;
+                        let (status, text) = answer(&line);
+                        Ok::<_, std::convert::Infallible>(
+                            hyper::Response::builder()
+                                .status(status)
+                                .body(Full::new(Bytes::from(text)))
+                                .unwrap(),
+                        )
+                    }
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service),
+                );
+            }
+        });
+        let registration = Registration {
+            name: "q1".into(),
+            service_types: vec!["queue".into()],
+            endpoint: base.clone(),
+            health_url: format!("{base}/healthz"),
+        };
+        (
+            ExternalProvider::new(registration, http_client().unwrap()),
+            seen,
+        )
+    }
+
+    #[tokio::test]
+    async fn the_instance_contract_runs_over_real_http() {
+        let (p, seen) = provider(
+            |line| match line {
+                "PUT /v1/instances/a1" => {
+                    (201, r#"{"state":"provisioning","detail":"soon"}"#.into())
+                }
+                "GET /v1/instances/a1" => (
+                    200,
+                    r#"{"state":"ready","outputs":{"url":"amqp://q"}}"#.into(),
+                ),
+                "DELETE /v1/instances/a1" => (204, String::new()),
+                "GET /healthz" => (200, "ok".into()),
+                _ => (404, String::new()),
+            },
+            Duration::ZERO,
+        )
+        .await;
+        let created = p.create("a1", "queue", &json!({"size": 1})).await.unwrap();
+        assert_eq!(created.state, InstanceState::Provisioning);
+        let status = p.status("a1", "queue", &Value::Null).await.unwrap();
+        assert_eq!(status.state, InstanceState::Ready);
+        assert_eq!(status.outputs["url"], "amqp://q");
+        let deleted = p.delete("a1", "queue", &Value::Null).await.unwrap();
+        assert_eq!(deleted.state, InstanceState::Deleted);
+        assert!(p.check_health(Duration::from_secs(2)).await.is_ok());
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(
+            seen[0],
+            r#"PUT /v1/instances/a1 {"instance_id":"a1","service_type":"queue","spec":{"size":1}}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn refusals_oversized_answers_and_silence_are_named() {
+        let (p, _) = provider(
+            |line| match line {
+                "PUT /v1/instances/big" => (200, "x".repeat(MAX_BODY + 1)),
+                _ => (409, r#"{"error":"quota exhausted"}"#.into()),
+            },
+            Duration::ZERO,
+        )
+        .await;
+        let e = p
+            .create("a1", "queue", &json!({}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("answered 409 Conflict: quota exhausted"), "{e}");
+        let e = p
+            .create("big", "queue", &json!({}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exceeds 1048576 bytes"), "{e}");
+        let (slow, _) = provider(|_| (200, "ok".into()), Duration::from_secs(5)).await;
+        let e = slow
+            .check_health(Duration::from_millis(200))
+            .await
+            .unwrap_err();
+        assert!(e.contains("no answer within 200 ms"), "{e}");
     }
 
     #[test]

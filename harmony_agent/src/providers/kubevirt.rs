@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::cluster_access::{ClusterAccess, object_ref};
 use super::{Provider, ProviderError, SpecReader, labels, namespace_of, status};
-use crate::exec::Cluster;
+use crate::cluster::Cluster;
 
 /// The provider's name.
 pub const NAME: &str = "kubevirt";

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::cluster_access::{ClusterAccess, object_ref};
 use super::{Provider, ProviderError, SpecReader, namespace_of, status};
-use crate::exec::Cluster;
+use crate::cluster::Cluster;
 
 /// The provider's name.
 pub const NAME: &str = "cloudnativepg";

@@ -50,14 +50,18 @@ pub(super) fn manifests(s: &AgentSpec<'_>) -> Result<Vec<K8sObject>, CapabilityE
             "app.kubernetes.io/part-of": "harmony"}}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": AGENT_NAME, "namespace": ns, "labels": labels()}}),
-        // The agent's own identity Secret, and nothing else in its namespace.
+        // In its own namespace: its identity Secret (no other Secret), and the ConfigMaps that
+        // record recent requests so a redelivered request is never run twice (the ops
+        // ClusterRole may be narrowed with `with_rules`; these must not be).
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": AGENT_NAME, "namespace": ns, "labels": labels()},
         "rules": [
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [IDENTITY_SECRET],
              "verbs": ["get", "update", "patch"]},
             // `create` cannot be limited by name; the identity Secret must be created once.
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["configmaps"],
+             "verbs": ["get", "list", "create", "patch", "delete"]}
         ]}),
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": AGENT_NAME, "namespace": ns, "labels": labels()},
@@ -229,6 +233,17 @@ mod tests {
                 assert!(!verbs.contains(forbidden), "{verbs}");
             }
         }
+        // The namespaced Role covers the request records whatever `with_rules` narrows.
+        let role = objects[2].value();
+        assert!(
+            role["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["resources"][0] == "configmaps"
+                    && r["verbs"].to_string().contains("create")),
+            "{role}"
+        );
         // Without a new token there is no Secret to apply.
         let kinds = manifests(&spec(None)).unwrap();
         assert!(kinds.iter().all(|o| !o.is_secret()));

@@ -124,14 +124,10 @@ impl RegionAgentRolloutScore {
         applied: Vec<ObjectChange>,
         e: ControlPlaneError,
     ) -> InterpretError {
-        self.capability(
-            action,
-            applied,
-            CapabilityError::Unreachable {
-                server: format!("control plane {}", self.control_plane.url()),
-                reason: e.to_string(),
-            },
-        )
+        // Keep the kind (a refused admin token is Forbidden, not "unreachable").
+        let server = format!("control plane {}", self.control_plane.url());
+        let source = e.into_capability(&format!("region {}", self.region), &server);
+        self.capability(action, applied, source)
     }
 
     fn region_change(&self, action: ChangeAction) -> ObjectChange {

@@ -45,7 +45,26 @@ impl ApiServer {
     }
 
     /// Starts a fresh API server and waits until it is ready.
+    ///
+    /// The port is picked free and then bound by the fixture, so another process can take it in
+    /// between (tests run in parallel); that one failure is retried on a new port.
     pub fn start() -> Result<Self, String> {
+        Self::start_with_flags(&[])
+    }
+
+    /// Like [`ApiServer::start`], passing `extra` flags to kube-apiserver (e.g. an audit log).
+    pub fn start_with_flags(extra: &[String]) -> Result<Self, String> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::start_once(extra) {
+                Err(e) if attempt < 4 && e.contains("address already in use") => continue,
+                other => return other,
+            }
+        }
+    }
+
+    fn start_once(extra: &[String]) -> Result<Self, String> {
         let binary = Self::binary()?;
         let dir = tempfile::Builder::new()
             .prefix("harmony-apiserver-")
@@ -61,6 +80,8 @@ impl ApiServer {
             .arg(dir.path().join("data"))
             .arg("--port")
             .arg(port.to_string())
+            .arg("--")
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)

@@ -2,10 +2,12 @@
 
 pub mod apiserver;
 pub mod files;
+pub mod ha;
 pub mod multi_region;
 pub mod netns;
 pub mod okd_lab;
 pub mod pg_datapath;
+pub mod postgres;
 pub mod providers;
 
 pub use apiserver::{ApiServer, shared_crds_dir};

@@ -100,6 +100,13 @@ fn getrandom_fill(b: &mut [u8]) {
 /// Options of a control-plane process.
 #[derive(Debug, Clone)]
 pub struct ControlPlaneOptions {
+    /// PostgreSQL URL of the shared store (`--database-url`); SQLite in the process's own state
+    /// folder (`--db`) when `None`.
+    pub database_url: Option<String>,
+    /// This replica's name (`--replica-id`); the control plane picks one when `None`.
+    pub replica_id: Option<String>,
+    /// The admin token; a fresh random one when `None`. Replicas of one store share theirs.
+    pub admin_token: Option<String>,
     /// Heartbeat interval (ms).
     pub heartbeat_ms: u64,
     /// Unhealthy threshold (ms).
@@ -115,6 +122,9 @@ pub struct ControlPlaneOptions {
 impl Default for ControlPlaneOptions {
     fn default() -> Self {
         Self {
+            database_url: None,
+            replica_id: None,
+            admin_token: None,
             heartbeat_ms: 200,
             unhealthy_after_ms: 600,
             unavailable_after_ms: 1500,
@@ -148,7 +158,10 @@ impl ControlPlane {
             .prefix("harmony-cp-")
             .tempdir()
             .map_err(|e| e.to_string())?;
-        let admin_token = random_text("admin-");
+        let admin_token = options
+            .admin_token
+            .clone()
+            .unwrap_or_else(|| random_text("admin-"));
         std::fs::write(dir.path().join("admin-token"), &admin_token).map_err(|e| e.to_string())?;
         let port = free_port()?;
         let mut cp = Self {
@@ -182,8 +195,6 @@ impl ControlPlane {
             .arg(&self.key)
             .arg("--admin-token-file")
             .arg(self.dir.path().join("admin-token"))
-            .arg("--db")
-            .arg(self.dir.path().join("state.sqlite"))
             .arg("--heartbeat-ms")
             .arg(o.heartbeat_ms.to_string())
             .arg("--unhealthy-after-ms")
@@ -195,6 +206,13 @@ impl ControlPlane {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
+        match &o.database_url {
+            Some(url) => cmd.arg("--database-url").arg(url),
+            None => cmd.arg("--db").arg(self.dir.path().join("state.sqlite")),
+        };
+        if let Some(id) = &o.replica_id {
+            cmd.arg("--replica-id").arg(id);
+        }
         if let Some(l) = &o.rust_log {
             cmd.env("RUST_LOG", l);
         }
@@ -250,6 +268,26 @@ impl ControlPlane {
     pub fn restart(&mut self) -> Result<(), String> {
         self.kill9();
         self.spawn()
+    }
+
+    /// Starts the process again after [`Self::kill9`] (nothing happens while it runs).
+    pub fn start_again(&mut self) -> Result<(), String> {
+        match self.child {
+            Some(_) => Ok(()),
+            None => self.spawn(),
+        }
+    }
+
+    /// Whether the process runs (was started and has not exited).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The replica name given in the options, if any.
+    pub fn replica_id(&self) -> Option<&str> {
+        self.options.replica_id.as_deref()
     }
 
     /// Every log file of every start, concatenated.

@@ -305,8 +305,7 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
         .await
         .unwrap();
     w.wait_api();
-    w.wait_region("east", "healthy", |s| s.health == "healthy")
-        .await;
+    w.wait_region("east", "healthy", |s| s.is_healthy()).await;
 
     // Registration: bad input is refused before anything is held.
     let (status, body) = w.register("Bad_Name", &["queue"], "http://127.0.0.1:1");
@@ -502,8 +501,7 @@ async fn a_type_is_never_advertised_while_no_healthy_provider_serves_it() {
     let o = w.region("north", 1500, &[]).await;
     let _agent = w.agent("agent", &o);
     w.wait_api();
-    w.wait_region("north", "healthy", |s| s.health == "healthy")
-        .await;
+    w.wait_region("north", "healthy", |s| s.is_healthy()).await;
     // A provider that is down from the start: registered, never healthy.
     let mut ghost =
         ProviderProcess::start(PROVIDER_BIN.as_ref(), "ghost", w.dir.path(), 0).unwrap();
@@ -555,7 +553,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
     w.wait_api();
     let s = w
         .wait_region("south", "container advertised", |s| {
-            s.health == "healthy" && advertises(s, "container")
+            s.is_healthy() && advertises(s, "container")
         })
         .await;
     // No CloudNativePG or KubeVirt API on this server: those types are not held at all.

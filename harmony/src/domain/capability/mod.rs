@@ -104,6 +104,40 @@ pub enum CapabilityError {
         #[source]
         source: std::io::Error,
     },
+    /// The backend denied the caller the permission this call needs (HTTP 401/403, RBAC).
+    #[error(
+        "{object}: forbidden by {server}: {message}; grant the identity it runs as the permission (on Kubernetes: a Role or ClusterRole and its binding), or use credentials that have it"
+    )]
+    Forbidden {
+        /// The object or operation refused.
+        object: String,
+        /// The server that refused it.
+        server: String,
+        /// The backend's own message (names the verb, resource and user).
+        message: String,
+    },
+    /// The object, or something it needs (its namespace, its parent), does not exist.
+    #[error(
+        "{object}: not found on {server}: {message}; create what is missing first (often the namespace) or fix the name"
+    )]
+    NotFound {
+        /// The object asked for.
+        object: String,
+        /// The server that was asked.
+        server: String,
+        /// The backend's own message (names what is missing).
+        message: String,
+    },
+    /// A request or its result exceeds a size limit of the path it travels.
+    #[error("{what} is too large: {limit}; {fix}")]
+    TooLarge {
+        /// What was too large (`request apply_manifests to region east`).
+        what: String,
+        /// The limit, with the size when known.
+        limit: String,
+        /// How to stay under it.
+        fix: String,
+    },
     /// The request is not supported by this backend or mode.
     #[error("{what} is not supported by {backend}: {reason}")]
     Unsupported {

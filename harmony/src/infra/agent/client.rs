@@ -1,19 +1,16 @@
-use harmony_agent_protocol::{Res, SecretString, ServiceOffer};
-use harmony_types::{RegionId, ZoneId};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper::{Method, Request, StatusCode};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use harmony_agent_protocol::{RawJson, Res, SecretString};
+use harmony_api::{
+    ApiError, BootstrapToken, CreateRegion, CreateService, RegionList, RegionView, ServiceInstance,
+    ServiceList, SubmitRequest,
+};
+use harmony_http::reqwest::{self, Method, StatusCode, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
+
+use super::stream;
 
 /// Why a call to the control plane failed. Never carries a token.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +23,7 @@ pub enum ControlPlaneError {
         /// What is wrong and the fix.
         problem: String,
     },
-    /// The control plane could not be reached.
+    /// The control plane could not be reached, or the connection broke before the answer.
     #[error("cannot reach the control plane at {url}: {reason}")]
     Unreachable {
         /// The URL called.
@@ -35,14 +32,14 @@ pub enum ControlPlaneError {
         reason: String,
     },
     /// The control plane answered with an error status.
-    #[error("{what}: the control plane answered {status}: {message}")]
+    #[error("{what}: the control plane answered {status}: {}", error.error)]
     Status {
         /// What was asked.
         what: String,
         /// The HTTP status.
         status: u16,
-        /// The control plane's message.
-        message: String,
+        /// The control plane's error body (message, code, limits); boxed to keep the error small.
+        error: Box<ApiError>,
     },
     /// No answer in time.
     #[error("{what}: no answer from the control plane within {after:?}")]
@@ -63,74 +60,13 @@ pub enum ControlPlaneError {
 }
 
 /// A region the admin API just created (or re-armed): the one-time bootstrap token, shown once.
-#[derive(Clone, Deserialize)]
-pub struct CreatedRegion {
-    /// The region.
-    pub region: String,
-    /// Its zone.
-    pub zone: String,
-    /// The bootstrap token: give it to the agent, never print it.
-    pub bootstrap_token: SecretString,
-    /// When the token expires (ms since epoch).
-    pub bootstrap_expires_at: i64,
-}
-
-impl fmt::Debug for CreatedRegion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CreatedRegion")
-            .field("region", &self.region)
-            .field("zone", &self.zone)
-            .field("bootstrap_token", &"<redacted>")
-            .field("bootstrap_expires_at", &self.bootstrap_expires_at)
-            .finish()
-    }
-}
+pub type CreatedRegion = BootstrapToken;
 
 /// A region as `GET /v1/regions` reports it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RegionStatus {
-    /// The region.
-    pub region: String,
-    /// Its zone.
-    pub zone: String,
-    /// `healthy`, `unhealthy` or `unavailable`.
-    pub health: String,
-    /// Why.
-    #[serde(default)]
-    pub health_reason: String,
-    /// Whether its agent is connected now.
-    #[serde(default)]
-    pub connected: bool,
-    /// When the current or last connection started (ms since epoch).
-    #[serde(default)]
-    pub connected_at: Option<i64>,
-    /// Last heartbeat (ms since epoch).
-    #[serde(default)]
-    pub last_heartbeat: Option<i64>,
-    /// The agent's version.
-    #[serde(default)]
-    pub agent_version: Option<String>,
-    /// The ops it advertised.
-    #[serde(default)]
-    pub ops: Vec<String>,
-    /// Whether an identity was issued (the bootstrap token is spent).
-    #[serde(default)]
-    pub bootstrapped: bool,
-    /// Whether the region was decommissioned.
-    #[serde(default)]
-    pub decommissioned: bool,
-    /// Requests queued or executing.
-    #[serde(default)]
-    pub pending_requests: usize,
-    /// The service types its agent holds, with their providers' health.
-    #[serde(default)]
-    pub services: Vec<ServiceOffer>,
-    /// The types it advertises now (region and provider healthy), sorted.
-    #[serde(default)]
-    pub advertised_services: Vec<String>,
-}
+pub type RegionStatus = RegionView;
 
-/// A service instance to create through `POST /v1/services`.
+/// A service instance to create through `POST /v1/services` (a [`CreateService`] whose spec
+/// is always given).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NewService {
     /// The service type (`container`, `postgresql`, `vm`, or an external provider's).
@@ -146,44 +82,14 @@ pub struct NewService {
     pub id: Option<String>,
 }
 
-/// A service instance as the control plane reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ServiceInstance {
-    /// The instance id.
-    pub id: String,
-    /// The service type.
-    #[serde(rename = "type", default)]
-    pub service_type: String,
-    /// The region it is placed in.
-    #[serde(default)]
-    pub region: String,
-    /// `queued`, `pending`, `provisioning`, `ready`, `failed`, `deleting`; a delete also answers
-    /// `cancelled` or `deleted`.
-    pub state: String,
-    /// Why it is in that state.
-    #[serde(default)]
-    pub detail: String,
-    /// The provider serving it, once known.
-    #[serde(default)]
-    pub provider: Option<String>,
-    /// What a consumer needs to use it (endpoints, Secret names).
-    #[serde(default)]
-    pub outputs: Map<String, Value>,
-    /// The spec it was created with.
-    #[serde(default)]
-    pub spec: Value,
-    /// Creation time (ms since epoch).
-    #[serde(default)]
-    pub created_at: i64,
-    /// Last change (ms since epoch).
-    #[serde(default)]
-    pub updated_at: i64,
-}
-
-impl RegionStatus {
-    /// Whether the region is healthy.
-    pub fn is_healthy(&self) -> bool {
-        self.health == "healthy"
+impl From<&NewService> for CreateService {
+    fn from(n: &NewService) -> Self {
+        CreateService {
+            service_type: n.service_type.clone(),
+            spec: Some(n.spec.clone()),
+            region: n.region.clone(),
+            id: n.id.clone(),
+        }
     }
 }
 
@@ -192,7 +98,7 @@ impl RegionStatus {
 pub struct ControlPlaneClient {
     base: String,
     token: SecretString,
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: reqwest::Client,
 }
 
 impl fmt::Debug for ControlPlaneClient {
@@ -205,6 +111,8 @@ impl fmt::Debug for ControlPlaneClient {
 
 /// Default wait for admin calls.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Slack on top of a request's own wait, for the control plane to answer its timeout itself.
+const REQUEST_SLACK: Duration = Duration::from_secs(5);
 
 impl ControlPlaneClient {
     /// A client for `url` (`https://host:port`; `wss://` is accepted), trusting the PEM CAs in
@@ -216,7 +124,7 @@ impl ControlPlaneClient {
     ) -> Result<Self, ControlPlaneError> {
         let bad = |field, problem: String| ControlPlaneError::Config { field, problem };
         let parsed =
-            url::Url::parse(url).map_err(|e| bad("control plane url", format!("{url:?}: {e}")))?;
+            Url::parse(url).map_err(|e| bad("control plane url", format!("{url:?}: {e}")))?;
         let base = match parsed.scheme() {
             "https" | "wss" => format!(
                 "https://{}{}",
@@ -232,41 +140,15 @@ impl ControlPlaneClient {
                 ));
             }
         };
-        let mut roots = rustls::RootCertStore::empty();
-        match ca_pem {
-            Some(pem) => {
-                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| bad("ca bundle", format!("malformed PEM: {e}")))?;
-                if certs.is_empty() {
-                    return Err(bad(
-                        "ca bundle",
-                        "no CERTIFICATE block in the CA bundle".into(),
-                    ));
-                }
-                for c in certs {
-                    roots.add(c).map_err(|e| bad("ca bundle", e.to_string()))?;
-                }
-            }
-            None => {
-                for c in rustls_native_certs::load_native_certs().certs {
-                    let _ = roots.add(c);
-                }
-            }
-        }
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad("tls", e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_only()
-            .enable_http1()
-            .build();
-        let http = Client::builder(TokioExecutor::new()).build(connector);
+        // No client-wide read timeout: a request call long-polls for up to its own wait, so
+        // each call is bounded by its total timeout instead.
+        let http = harmony_http::ClientSettings::new()
+            .ca_pem(ca_pem)
+            .https_only(true)
+            .read_timeout(None)
+            .user_agent(concat!("harmony/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| bad(e.field, e.problem))?;
         Ok(Self {
             base,
             token: admin_token,
@@ -279,66 +161,81 @@ impl ControlPlaneClient {
         &self.base
     }
 
-    async fn call(
+    /// A request to `path` carrying the admin token, bounded by `wait` in total.
+    pub(super) fn start(
         &self,
         method: Method,
         path: &str,
-        body: Option<Value>,
         wait: Duration,
-    ) -> Result<(StatusCode, Value), ControlPlaneError> {
-        let url = format!("{}{path}", self.base);
-        let what = format!("{method} {path}");
-        let payload = body.map(|b| b.to_string()).unwrap_or_default();
-        let request = Request::builder()
-            .method(method)
-            .uri(&url)
-            .header("authorization", format!("Bearer {}", self.token.expose()))
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(payload)))
-            .map_err(|e| ControlPlaneError::Invalid {
-                what: what.clone(),
-                reason: e.to_string(),
-            })?;
-        let exchange =
-            async {
-                let response = self.http.request(request).await.map_err(|e| {
-                    ControlPlaneError::Unreachable {
-                        url: url.clone(),
-                        reason: describe_transport(&e),
-                    }
-                })?;
-                let status = response.status();
-                let bytes = response
-                    .into_body()
-                    .collect()
-                    .await
-                    .map_err(|e| ControlPlaneError::Unreachable {
-                        url: url.clone(),
-                        reason: e.to_string(),
-                    })?
-                    .to_bytes();
-                let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-                Ok((status, value))
-            };
-        tokio::time::timeout(wait, exchange)
-            .await
-            .map_err(|_| ControlPlaneError::Timeout { what, after: wait })?
+    ) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(self.token.expose())
+            .timeout(wait)
     }
 
-    fn status_error(what: &str, status: StatusCode, body: &Value) -> ControlPlaneError {
-        ControlPlaneError::Status {
-            what: what.to_string(),
-            status: status.as_u16(),
-            message: body
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("no message")
-                .to_string(),
+    /// Turns a reqwest failure into the error that says what happened.
+    pub(super) fn failed(
+        &self,
+        what: &str,
+        path: &str,
+        wait: Duration,
+        e: &reqwest::Error,
+    ) -> ControlPlaneError {
+        if e.is_timeout() {
+            ControlPlaneError::Timeout {
+                what: what.to_string(),
+                after: wait,
+            }
+        } else {
+            ControlPlaneError::Unreachable {
+                url: format!("{}{path}", self.base),
+                reason: harmony_http::describe(e),
+            }
         }
     }
 
-    fn parse<T: for<'de> Deserialize<'de>>(what: &str, v: Value) -> Result<T, ControlPlaneError> {
-        serde_json::from_value(v).map_err(|e| ControlPlaneError::Invalid {
+    async fn call<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&B>,
+        what: &str,
+    ) -> Result<(StatusCode, Vec<u8>), ControlPlaneError> {
+        let mut request = self.start(method, path, ADMIN_TIMEOUT);
+        if let Some(b) = body {
+            request = request.json(b);
+        }
+        let fail = |e: reqwest::Error| self.failed(what, path, ADMIN_TIMEOUT, &e);
+        let response = request.send().await.map_err(fail)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(fail)?;
+        Ok((status, bytes.to_vec()))
+    }
+
+    /// The error of a non-success answer, from its [`ApiError`] body when it has one.
+    pub(super) fn status_error(what: &str, status: StatusCode, body: &[u8]) -> ControlPlaneError {
+        let error = serde_json::from_slice::<ApiError>(body).unwrap_or_else(|_| {
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim();
+            ApiError::new(if text.is_empty() {
+                "no message".to_string()
+            } else {
+                text.chars().take(300).collect()
+            })
+        });
+        ControlPlaneError::Status {
+            what: what.to_string(),
+            status: status.as_u16(),
+            error: Box::new(error),
+        }
+    }
+
+    pub(super) fn parse<T: DeserializeOwned>(
+        what: &str,
+        body: &[u8],
+    ) -> Result<T, ControlPlaneError> {
+        serde_json::from_slice(body).map_err(|e| ControlPlaneError::Invalid {
             what: what.to_string(),
             reason: e.to_string(),
         })
@@ -347,8 +244,8 @@ impl ControlPlaneClient {
     /// Creates `region` with `zone`; `None` when it already exists (its token was shown once).
     pub async fn create_region(
         &self,
-        region: &RegionId,
-        zone: &ZoneId,
+        region: &harmony_types::RegionId,
+        zone: &harmony_types::ZoneId,
     ) -> Result<Option<CreatedRegion>, ControlPlaneError> {
         self.create_region_with_ttl(region, zone, None).await
     }
@@ -356,20 +253,21 @@ impl ControlPlaneClient {
     /// As [`Self::create_region`], with a bootstrap token lifetime shorter than the server's.
     pub async fn create_region_with_ttl(
         &self,
-        region: &RegionId,
-        zone: &ZoneId,
+        region: &harmony_types::RegionId,
+        zone: &harmony_types::ZoneId,
         ttl: Option<Duration>,
     ) -> Result<Option<CreatedRegion>, ControlPlaneError> {
         let what = format!("creating region {region}");
-        let mut body = json!({"region": region, "zone": zone});
-        if let Some(t) = ttl {
-            body["bootstrap_ttl_s"] = json!(t.as_secs_f64());
-        }
+        let body = CreateRegion {
+            region: region.to_string(),
+            zone: zone.to_string(),
+            bootstrap_ttl_s: ttl.map(|t| t.as_secs_f64()),
+        };
         let (status, body) = self
-            .call(Method::POST, "/v1/admin/regions", Some(body), ADMIN_TIMEOUT)
+            .call(Method::POST, "/v1/admin/regions", Some(&body), &what)
             .await?;
         match status {
-            StatusCode::CREATED => Self::parse(&what, body).map(Some),
+            StatusCode::CREATED => Self::parse(&what, &body).map(Some),
             StatusCode::CONFLICT => Ok(None),
             s => Err(Self::status_error(&what, s, &body)),
         }
@@ -378,19 +276,13 @@ impl ControlPlaneClient {
     /// Mints a new bootstrap token for a region whose agent never connected.
     pub async fn new_bootstrap_token(
         &self,
-        region: &RegionId,
+        region: &harmony_types::RegionId,
     ) -> Result<CreatedRegion, ControlPlaneError> {
         let what = format!("minting a bootstrap token for region {region}");
-        let (status, body) = self
-            .call(
-                Method::POST,
-                &format!("/v1/admin/regions/{region}/bootstrap-token"),
-                None,
-                ADMIN_TIMEOUT,
-            )
-            .await?;
+        let path = format!("/v1/admin/regions/{region}/bootstrap-token");
+        let (status, body) = self.call::<()>(Method::POST, &path, None, &what).await?;
         match status {
-            StatusCode::CREATED => Self::parse(&what, body),
+            StatusCode::CREATED => Self::parse(&what, &body),
             s => Err(Self::status_error(&what, s, &body)),
         }
     }
@@ -398,14 +290,8 @@ impl ControlPlaneClient {
     /// Decommissions `region`: revokes its identity and closes its agent's connection.
     pub async fn decommission(&self, region: &str) -> Result<(), ControlPlaneError> {
         let what = format!("decommissioning region {region}");
-        let (status, body) = self
-            .call(
-                Method::DELETE,
-                &format!("/v1/admin/regions/{region}"),
-                None,
-                ADMIN_TIMEOUT,
-            )
-            .await?;
+        let path = format!("/v1/admin/regions/{region}");
+        let (status, body) = self.call::<()>(Method::DELETE, &path, None, &what).await?;
         match status {
             StatusCode::OK => Ok(()),
             s => Err(Self::status_error(&what, s, &body)),
@@ -421,38 +307,50 @@ impl ControlPlaneClient {
         .await
     }
 
+    /// A request as the control plane stored it (state, deliveries, result), read from any
+    /// replica; `None` when no request has that id (or it was pruned after its retention).
+    pub async fn request_status(
+        &self,
+        id: &str,
+    ) -> Result<Option<harmony_api::RequestStatus>, ControlPlaneError> {
+        self.get_one(
+            &format!("reading request {id}"),
+            &format!("/v1/requests/{id}"),
+        )
+        .await
+    }
+
     /// `GET path`: the answer, or `None` on 404.
-    async fn get_one<T: for<'de> Deserialize<'de>>(
+    async fn get_one<T: DeserializeOwned>(
         &self,
         what: &str,
         path: &str,
     ) -> Result<Option<T>, ControlPlaneError> {
-        let (status, body) = self.call(Method::GET, path, None, ADMIN_TIMEOUT).await?;
+        let (status, body) = self.call::<()>(Method::GET, path, None, what).await?;
         match status {
-            StatusCode::OK => Self::parse(what, body).map(Some),
+            StatusCode::OK => Self::parse(what, &body).map(Some),
             StatusCode::NOT_FOUND => Ok(None),
             s => Err(Self::status_error(what, s, &body)),
         }
     }
 
-    /// `GET path`: the list under `key` of the answer.
-    async fn get_list<T: for<'de> Deserialize<'de>>(
+    /// `GET path` answered 200.
+    async fn get_ok<T: DeserializeOwned>(
         &self,
         what: &str,
         path: &str,
-        key: &str,
-    ) -> Result<Vec<T>, ControlPlaneError> {
-        let (status, body) = self.call(Method::GET, path, None, ADMIN_TIMEOUT).await?;
+    ) -> Result<T, ControlPlaneError> {
+        let (status, body) = self.call::<()>(Method::GET, path, None, what).await?;
         if status != StatusCode::OK {
             return Err(Self::status_error(what, status, &body));
         }
-        Self::parse(what, body.get(key).cloned().unwrap_or(Value::Null))
+        Self::parse(what, &body)
     }
 
     /// Every region.
     pub async fn regions(&self) -> Result<Vec<RegionStatus>, ControlPlaneError> {
-        self.get_list("listing regions", "/v1/regions", "regions")
-            .await
+        let list: RegionList = self.get_ok("listing regions", "/v1/regions").await?;
+        Ok(list.regions)
     }
 
     /// Creates a service instance: 201 (answered) and 202 (pending or queued) both return the
@@ -463,15 +361,12 @@ impl ControlPlaneClient {
         new: &NewService,
     ) -> Result<ServiceInstance, ControlPlaneError> {
         let what = format!("creating a {} service instance", new.service_type);
-        let body = serde_json::to_value(new).map_err(|e| ControlPlaneError::Invalid {
-            what: what.clone(),
-            reason: e.to_string(),
-        })?;
+        let body = CreateService::from(new);
         let (status, body) = self
-            .call(Method::POST, "/v1/services", Some(body), ADMIN_TIMEOUT)
+            .call(Method::POST, "/v1/services", Some(&body), &what)
             .await?;
         match status {
-            StatusCode::CREATED | StatusCode::ACCEPTED => Self::parse(&what, body),
+            StatusCode::CREATED | StatusCode::ACCEPTED => Self::parse(&what, &body),
             s => Err(Self::status_error(&what, s, &body)),
         }
     }
@@ -487,63 +382,89 @@ impl ControlPlaneClient {
 
     /// Every service instance, oldest first.
     pub async fn services(&self) -> Result<Vec<ServiceInstance>, ControlPlaneError> {
-        self.get_list("listing service instances", "/v1/services", "services")
-            .await
+        let list: ServiceList = self
+            .get_ok("listing service instances", "/v1/services")
+            .await?;
+        Ok(list.services)
     }
 
     /// Deletes a service instance: state `cancelled` (a queued create), `deleted`, or
     /// `deleting` (the provider is still at it). Unknown ids are a 404 `Status` error.
     pub async fn delete_service(&self, id: &str) -> Result<ServiceInstance, ControlPlaneError> {
         let what = format!("deleting service instance {id}");
-        let (status, body) = self
-            .call(
-                Method::DELETE,
-                &format!("/v1/services/{id}"),
-                None,
-                ADMIN_TIMEOUT,
-            )
-            .await?;
+        let path = format!("/v1/services/{id}");
+        let (status, body) = self.call::<()>(Method::DELETE, &path, None, &what).await?;
         match status {
-            StatusCode::OK | StatusCode::ACCEPTED => Self::parse(&what, body),
+            StatusCode::OK | StatusCode::ACCEPTED => Self::parse(&what, &body),
             s => Err(Self::status_error(&what, s, &body)),
         }
     }
 
     /// Sends op `op` with `params` to `region`'s agent as request `id` and waits up to `wait`
-    /// for its result. Re-sending the same id never acts twice (the agent dedupes).
+    /// for its result. `id` is an idempotency key: re-sending it with the same op and params
+    /// never acts twice; with other params the control plane refuses it (409 `duplicate_id`).
     pub async fn request(
         &self,
         region: &str,
         id: &str,
         op: &str,
-        params: Value,
+        params: impl Serialize,
         wait: Duration,
     ) -> Result<Res, ControlPlaneError> {
         let what = format!("request {id} ({op}) to region {region}");
-        let (status, body) = self
-            .call(
-                Method::POST,
-                &format!("/v1/regions/{region}/requests"),
-                Some(
-                    json!({"id": id, "op": op, "params": params, "timeout_s": wait.as_secs_f64()}),
-                ),
-                wait + Duration::from_secs(5),
-            )
-            .await?;
+        let params = RawJson::from_serialize(&params).map_err(|e| ControlPlaneError::Invalid {
+            what: what.clone(),
+            reason: format!("params cannot be encoded as JSON: {e}"),
+        })?;
+        let path = format!("/v1/regions/{region}/requests");
+        let total = wait + REQUEST_SLACK;
+        let fail = |e: reqwest::Error| self.failed(&what, &path, total, &e);
+        let response = self
+            .start(Method::POST, &path, total)
+            .json(&submit(id, op, params, wait))
+            .send()
+            .await
+            .map_err(fail)?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(fail)?;
         match status {
-            StatusCode::OK => Self::parse(&what, body),
+            StatusCode::OK => Self::parse(&what, &body),
             s => Err(Self::status_error(&what, s, &body)),
         }
     }
+
+    /// As [`Self::request`] with params already encoded, streaming the agent's progress: the
+    /// answer is read as NDJSON (`?stream=ndjson`) and `on_progress` is called with each
+    /// progress event as it arrives, before the result. A server that answers one plain JSON
+    /// body instead (an older control plane) is accepted too, without progress.
+    pub async fn request_streaming<F>(
+        &self,
+        region: &str,
+        id: &str,
+        op: &str,
+        params: &RawJson,
+        wait: Duration,
+        on_progress: F,
+    ) -> Result<Res, ControlPlaneError>
+    where
+        F: FnMut(&harmony_api::RequestEvent) + Send,
+    {
+        let what = format!("request {id} ({op}) to region {region}");
+        let path = format!("/v1/regions/{region}/requests");
+        let total = wait + REQUEST_SLACK;
+        let request = self
+            .start(Method::POST, &format!("{path}?stream=ndjson"), total)
+            .header(reqwest::header::ACCEPT, harmony_api::NDJSON)
+            .json(&submit(id, op, params.clone(), wait));
+        stream::read_answer(self, request, &what, &path, total, on_progress).await
+    }
 }
 
-fn describe_transport(e: &hyper_util::client::legacy::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
+fn submit(id: &str, op: &str, params: RawJson, wait: Duration) -> SubmitRequest {
+    SubmitRequest {
+        id: Some(id.to_string()),
+        op: op.to_string(),
+        params,
+        timeout_s: Some(wait.as_secs_f64()),
     }
-    text
 }

@@ -1,11 +1,18 @@
 //! Regions reached only through their agent: a client for the control plane's HTTP API and
 //! `AgentTopology`, which implements `K8sClient` by sending v1 ops through the control plane.
+//!
+//! The request and response bodies are `harmony_api`'s, shared with the server; the TLS set-up
+//! is `harmony_http`'s, shared with every Harmony HTTP client.
 
 mod client;
+mod errors;
+mod stream;
 mod topology;
 
-pub use client::{
-    ControlPlaneClient, ControlPlaneError, CreatedRegion, NewService, RegionStatus, ServiceInstance,
-};
+#[cfg(test)]
+mod tests;
+
+pub use client::{ControlPlaneClient, ControlPlaneError, CreatedRegion, NewService, RegionStatus};
 pub use harmony_agent_protocol::SecretString;
+pub use harmony_api::{ApiError, Health, RequestEvent, RequestEventKind, ServiceInstance};
 pub use topology::AgentTopology;

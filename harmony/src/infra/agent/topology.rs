@@ -2,12 +2,15 @@ use async_trait::async_trait;
 use harmony_agent_protocol::ops::{
     ApplyManifestsParams, ChangesResult, DeleteManifestsParams, GetObjectsParams, GetObjectsResult,
 };
-use harmony_agent_protocol::{ErrorBody, Op, WireChange, WireObjectRef, code};
+use harmony_agent_protocol::{ErrorBody, Op, RawJson, WireChange, WireObjectRef, code};
+use harmony_api::{Health, RequestEvent};
 use harmony_types::RegionId;
-use serde_json::Value;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use std::time::{Duration, Instant};
 
 use super::client::{ControlPlaneClient, ControlPlaneError};
+use super::errors::{self, Origin};
 use crate::domain::capability::{
     ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, WaitCondition,
     WaitOutcome,
@@ -71,34 +74,29 @@ impl AgentTopology {
         format!("region {} (through its agent)", self.region)
     }
 
-    fn transport(&self, e: ControlPlaneError) -> CapabilityError {
-        CapabilityError::Unreachable {
-            server: self.server(),
-            reason: e.to_string(),
-        }
+    /// Maps an agent's error body about `object` onto the capability error of the same kind.
+    fn remote(
+        &self,
+        op: Op,
+        object: &str,
+        kind: Option<(&str, &str)>,
+        e: ErrorBody,
+    ) -> CapabilityError {
+        let server = self.server();
+        let origin = Origin {
+            op,
+            object,
+            kind,
+            server: &server,
+            budget: self.request_timeout,
+        };
+        errors::from_agent(&origin, e)
     }
 
-    fn remote(&self, op: Op, e: ErrorBody) -> CapabilityError {
-        match e.code.as_str() {
-            code::UNREACHABLE => CapabilityError::Unreachable {
-                server: self.server(),
-                reason: e.message,
-            },
-            code::UNSUPPORTED_OP | code::UNSUPPORTED => CapabilityError::Unsupported {
-                what: op.to_string(),
-                backend: self.server(),
-                reason: e.message,
-            },
-            code::INVALID_OBJECT => CapabilityError::InvalidObject {
-                object: op.to_string(),
-                problem: e.message,
-            },
-            _ => CapabilityError::Rejected {
-                object: op.to_string(),
-                server: self.server(),
-                message: e.message,
-            },
-        }
+    /// [`Self::remote`] for an op about one object.
+    fn remote_about(&self, op: Op, object: &ObjectRef, e: ErrorBody) -> CapabilityError {
+        let kind = Some((object.kind.as_str(), object.api_version.as_str()));
+        self.remote(op, &object.to_string(), kind, e)
     }
 
     fn change(&self, w: WireChange) -> ObjectChange {
@@ -127,40 +125,53 @@ impl AgentTopology {
         }
     }
 
-    /// Sends `op` and returns its result, or the remote error body.
+    /// Sends `op` and returns its result, or the remote error body. The agent's progress is
+    /// reported to the run (the CLI shows it) while the op executes.
     async fn call(
         &self,
         op: Op,
-        params: Value,
-    ) -> Result<Result<Value, ErrorBody>, CapabilityError> {
+        params: &impl Serialize,
+    ) -> Result<Result<RawJson, ErrorBody>, CapabilityError> {
+        let what = format!("request {op} to region {}", self.region);
+        let params =
+            RawJson::from_serialize(params).map_err(|e| CapabilityError::InvalidObject {
+                object: what.clone(),
+                problem: format!("params cannot be encoded as JSON: {e}"),
+            })?;
         let id = request_id().map_err(|e| CapabilityError::Unsupported {
             what: "a request id".into(),
             backend: "this machine".into(),
             reason: format!("no randomness: {e}"),
         })?;
+        let region = self.region.to_string();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self
+            let answer = self
                 .client
-                .request(
-                    self.region.as_str(),
+                .request_streaming(
+                    &region,
                     &id,
                     op.as_str(),
-                    params.clone(),
+                    &params,
                     self.request_timeout,
+                    |event| report_progress(progress_line(&region, event)),
                 )
-                .await
-            {
-                Ok(res) if res.ok => return Ok(Ok(res.result.unwrap_or(Value::Null))),
+                .await;
+            match answer {
+                Ok(res) if res.ok => return Ok(Ok(res.result.unwrap_or_default())),
                 Ok(res) => {
                     return Ok(Err(res.error.unwrap_or_else(|| {
                         ErrorBody::new(code::INTERNAL, "the agent failed without saying why")
                     })));
                 }
-                // Same id on retry: the control plane joins the queued request and the agent
-                // answers a redelivery with its first result, so nothing runs twice.
-                Err(ControlPlaneError::Unreachable { .. }) if attempt < TRANSPORT_ATTEMPTS => {
+                // Same id on retry: the control plane joins the stored request and the agent
+                // answers a redelivery with its first result, so nothing runs twice. A 502/503
+                // is a proxy whose replica went away; another replica holds the request too.
+                Err(ControlPlaneError::Unreachable { .. })
+                | Err(ControlPlaneError::Status {
+                    status: 502 | 503, ..
+                }) if attempt < TRANSPORT_ATTEMPTS => {
                     tokio::time::sleep(Duration::from_millis(300 * u64::from(attempt))).await;
                 }
                 Err(ControlPlaneError::Timeout { what, after }) => {
@@ -171,31 +182,34 @@ impl AgentTopology {
                     });
                 }
                 Err(ControlPlaneError::Status {
-                    status: 504,
-                    message,
-                    ..
+                    status: 504, error, ..
                 }) => {
                     return Err(CapabilityError::Timeout {
                         waited_for: format!("region {} to answer {op}", self.region),
                         after: self.request_timeout,
-                        last_seen: message,
+                        last_seen: error.error,
                     });
                 }
-                Err(e) => return Err(self.transport(e)),
+                Err(e) => return Err(e.into_capability(&what, self.client.url())),
             }
         }
     }
 
-    fn parse<T: for<'de> serde::Deserialize<'de>>(
-        &self,
-        op: Op,
-        v: Value,
-    ) -> Result<T, CapabilityError> {
-        serde_json::from_value(v).map_err(|e| CapabilityError::Rejected {
+    fn parse<T: DeserializeOwned>(&self, op: Op, raw: &RawJson) -> Result<T, CapabilityError> {
+        raw.parse().map_err(|e| CapabilityError::Rejected {
             object: op.to_string(),
             server: self.server(),
             message: format!("unexpected result shape: {e}"),
         })
+    }
+}
+
+/// One progress line for people: `region east: applying: 12/45 objects`.
+fn progress_line(region: &str, event: &RequestEvent) -> String {
+    let stage = event.stage.as_deref().unwrap_or("working");
+    match event.detail.as_deref() {
+        Some(d) if !d.is_empty() => format!("region {region}: {stage}: {d}"),
+        _ => format!("region {region}: {stage}"),
     }
 }
 
@@ -248,7 +262,7 @@ impl Topology for AgentTopology {
         if status.decommissioned {
             return Err(fail(format!("region {} is decommissioned", self.region)));
         }
-        if status.health == "unavailable" {
+        if status.health == Health::Unavailable {
             return Err(fail(format!(
                 "region {} is unavailable ({}); nothing is placed on an unavailable region",
                 self.region, status.health_reason
@@ -288,15 +302,19 @@ impl K8sClient for AgentTopology {
             dry_run: self.plan,
             prune: self.prune,
         };
-        let params = serde_json::to_value(&params).map_err(|e| {
-            fail(CapabilityError::InvalidObject {
-                object: "manifests".into(),
-                problem: e.to_string(),
-            })
-        })?;
-        match self.call(Op::ApplyManifests, params).await.map_err(fail)? {
-            Ok(v) => {
-                let result: ChangesResult = self.parse(Op::ApplyManifests, v).map_err(fail)?;
+        // One object: errors name it (and its kind, for unknown_kind); a batch: the op.
+        let single = match objects {
+            [one] => Some(one.reference()),
+            _ => None,
+        };
+        let object = single.map_or_else(
+            || format!("{} object(s) ({})", objects.len(), Op::ApplyManifests),
+            ToString::to_string,
+        );
+        let kind = single.map(|r| (r.kind.as_str(), r.api_version.as_str()));
+        match self.call(Op::ApplyManifests, &params).await.map_err(fail)? {
+            Ok(raw) => {
+                let result: ChangesResult = self.parse(Op::ApplyManifests, &raw).map_err(fail)?;
                 Ok(result.changes.into_iter().map(|c| self.change(c)).collect())
             }
             Err(mut body) => {
@@ -306,20 +324,19 @@ impl K8sClient for AgentTopology {
                     .collect();
                 Err(ApplyFailure {
                     applied,
-                    error: self.remote(Op::ApplyManifests, body),
+                    error: self.remote(Op::ApplyManifests, &object, kind, body),
                 })
             }
         }
     }
 
     async fn get(&self, object: &ObjectRef) -> Result<Option<K8sObject>, CapabilityError> {
-        let params = serde_json::to_value(GetObjectsParams {
+        let params = GetObjectsParams {
             objects: vec![wire_ref(object)],
-        })
-        .unwrap_or(Value::Null);
-        let result: GetObjectsResult = match self.call(Op::GetObjects, params).await? {
-            Ok(v) => self.parse(Op::GetObjects, v)?,
-            Err(e) => return Err(self.remote(Op::GetObjects, e)),
+        };
+        let result: GetObjectsResult = match self.call(Op::GetObjects, &params).await? {
+            Ok(raw) => self.parse(Op::GetObjects, &raw)?,
+            Err(e) => return Err(self.remote_about(Op::GetObjects, object, e)),
         };
         match result.objects.into_iter().next().flatten() {
             None => Ok(None),
@@ -328,14 +345,13 @@ impl K8sClient for AgentTopology {
     }
 
     async fn delete(&self, object: &ObjectRef) -> Result<ObjectChange, CapabilityError> {
-        let params = serde_json::to_value(DeleteManifestsParams {
+        let params = DeleteManifestsParams {
             objects: vec![wire_ref(object)],
             dry_run: self.plan,
-        })
-        .unwrap_or(Value::Null);
-        let result: ChangesResult = match self.call(Op::DeleteManifests, params).await? {
-            Ok(v) => self.parse(Op::DeleteManifests, v)?,
-            Err(e) => return Err(self.remote(Op::DeleteManifests, e)),
+        };
+        let result: ChangesResult = match self.call(Op::DeleteManifests, &params).await? {
+            Ok(raw) => self.parse(Op::DeleteManifests, &raw)?,
+            Err(e) => return Err(self.remote_about(Op::DeleteManifests, object, e)),
         };
         result
             .changes
@@ -377,3 +393,7 @@ impl K8sClient for AgentTopology {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "topology_tests.rs"]
+mod tests;

@@ -488,7 +488,9 @@ impl K8sClient for K8sTopology {
                     Err(seen) => seen,
                 },
                 Err(e @ CapabilityError::Unreachable { .. })
-                | Err(e @ CapabilityError::Rejected { .. }) => format!("error: {e}"),
+                | Err(e @ CapabilityError::Rejected { .. })
+                | Err(e @ CapabilityError::Forbidden { .. })
+                | Err(e @ CapabilityError::NotFound { .. }) => format!("error: {e}"),
                 Err(e) => return Err(e),
             };
             if started.elapsed() >= timeout {

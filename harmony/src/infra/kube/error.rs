@@ -17,6 +17,18 @@ pub(super) fn map(object: &ObjectRef, server: &str, e: Error) -> CapabilityError
                 fields: conflicting_fields(&status.message),
             }
         }
+        // The API server's verdicts keep their kind, so callers (and the agent's error codes)
+        // can tell "not allowed" and "does not exist" from "refused as written".
+        Error::Api(status) if status.code == 403 => CapabilityError::Forbidden {
+            object: object.to_string(),
+            server: server.to_string(),
+            message: status.message,
+        },
+        Error::Api(status) if status.code == 404 => CapabilityError::NotFound {
+            object: object.to_string(),
+            server: server.to_string(),
+            message: status.message,
+        },
         Error::Api(status) => CapabilityError::Rejected {
             object: object.to_string(),
             server: server.to_string(),
@@ -52,6 +64,50 @@ fn conflicting_fields(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn api(code: u16, reason: &str, message: &str) -> Error {
+        Error::Api(
+            kube::core::Status::failure(message, reason)
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn api_errors_keep_their_kind() {
+        let obj = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+        };
+        let e = |code, reason, message| map(&obj, "https://api:6443", api(code, reason, message));
+        assert!(matches!(
+            e(403, "Forbidden", "configmaps \"web\" is forbidden: User \"x\" cannot patch"),
+            CapabilityError::Forbidden { ref message, .. } if message.contains("cannot patch")
+        ));
+        assert!(matches!(
+            e(404, "NotFound", "namespaces \"shop\" not found"),
+            CapabilityError::NotFound { ref message, .. } if message.contains("shop")
+        ));
+        assert!(matches!(
+            e(409, "Conflict", "Apply failed with 1 conflict: conflict with \"kubectl\" using v1: .data.a"),
+            CapabilityError::Conflict { ref manager, .. } if manager == "kubectl"
+        ));
+        assert!(matches!(
+            e(409, "AlreadyExists", "configmaps \"web\" already exists"),
+            CapabilityError::Rejected { .. }
+        ));
+        assert!(matches!(
+            e(422, "Invalid", "spec.replicas: Invalid value"),
+            CapabilityError::Rejected { .. }
+        ));
+        let text = e(403, "Forbidden", "no").to_string();
+        assert!(
+            text.contains("forbidden by https://api:6443") && text.contains("Role or ClusterRole"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn parses_conflicts() {

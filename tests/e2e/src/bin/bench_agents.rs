@@ -1,39 +1,52 @@
-//! Benchmark: many simulated region agents against one control-plane process on loopback.
+//! Benchmark: many simulated region agents against the control plane on loopback.
 //!
-//! Starts the control plane (TLS, SQLite, a CA made with rcgen), creates N regions through the
-//! admin API, then connects N simulated agents from this one process: each presents its
-//! bootstrap token, receives an identity and heartbeats every `--heartbeat-s` seconds (random
-//! phase). It prints the control plane's memory per connection (RSS delta / agents), its CPU
-//! share while the agents heartbeat, and the p50/p99 round trip of concurrent requests through
-//! the request API (each answered by a simulated agent). Not run in CI; see docs/benchmarks.md.
+//! With `--replicas N` (N >= 2, default 3) it starts PostgreSQL 18, N control-plane replicas on
+//! it and haproxy in front of them (`harmony_e2e::ha`); with `--replicas 1`, one control plane
+//! on SQLite that agents reach directly. It creates `--agents` regions through the admin API,
+//! then connects as many simulated agents from this one process: each presents its bootstrap
+//! token, keeps the identity it receives, heartbeats every `--heartbeat-s` seconds (random
+//! phase), answers every request at once, and reconnects (full jitter) when its connection
+//! drops. It prints the memory per connection of each replica (RSS delta / its agents), the
+//! CPU of the replicas, haproxy and the simulator while the agents heartbeat, the p50/p99 of
+//! concurrent requests submitted to a replica that does not hold the region's agent, and,
+//! with replicas, how long until every agent is healthy again after the replica holding the
+//! most agents is killed. Every figure is checked before it is printed (every region healthy,
+//! every request `ok`). See docs/benchmarks.md; CI runs it at a tiny size
+//! (tests/control_plane_ha.rs).
 //!
 //! ```text
 //! cargo build --release -p harmony_e2e --bins
-//! target/release/bench_agents [--agents 10000] [--heartbeat-s 5] [--requests 1000] [--window-s 30]
+//! target/release/bench_agents [--replicas 3] [--agents 10000] [--heartbeat-s 5] [--requests 1000] [--window-s 30]
 //! ```
 
 use futures::stream::{self, StreamExt};
 use futures::{SinkExt, future};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use harmony::infra::agent::{ControlPlaneClient, RegionStatus};
 use harmony::types::{RegionId, ZoneId};
 use harmony_agent_protocol::{
-    AgentStatus, Frame, Hello, Op, PROTOCOL_VERSION, Ping, Res, decode, encode,
+    AgentStatus, Frame, Hello, MAX_FRAME_BYTES, Op, PROTOCOL_VERSION, Ping, Res, close, decode,
+    encode,
 };
+use harmony_e2e::ha::{self, Haproxy, Replicas, haproxy_capacity, raise_fd_limit};
 use harmony_e2e::multi_region::{ControlPlane, ControlPlaneOptions, Pki};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 type BenchResult<T> = Result<T, String>;
 
 /// Set once the figures are printed: agents then stop quietly with the control plane.
-static DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static DONE: AtomicBool = AtomicBool::new(false);
+/// Connection attempts before a simulated agent that was never welcomed gives up.
+const FIRST_ATTEMPTS: u32 = 5;
 
 struct Options {
+    replicas: usize,
     agents: usize,
     heartbeat_s: u64,
     requests: usize,
@@ -44,6 +57,7 @@ struct Options {
 
 fn parse_args() -> BenchResult<Options> {
     let mut o = Options {
+        replicas: 3,
         agents: 10_000,
         heartbeat_s: 5,
         requests: 1000,
@@ -59,6 +73,7 @@ fn parse_args() -> BenchResult<Options> {
             .parse::<usize>()
             .map_err(|e| format!("{flag}: {e}"))?;
         match flag.as_str() {
+            "--replicas" => o.replicas = value.max(1),
             "--agents" => o.agents = value.max(1),
             "--heartbeat-s" => o.heartbeat_s = value.max(1) as u64,
             "--requests" => o.requests = value.max(1),
@@ -72,22 +87,6 @@ fn parse_args() -> BenchResult<Options> {
     Ok(o)
 }
 
-/// Raises the open-file limit to its hard maximum; every agent is one socket on each side.
-fn raise_fd_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read and write the struct passed by pointer.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-    limit.rlim_cur
-}
-
 fn rss_kib(pid: u32) -> BenchResult<u64> {
     let status =
         std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| e.to_string())?;
@@ -98,20 +97,13 @@ fn rss_kib(pid: u32) -> BenchResult<u64> {
         .ok_or("no VmRSS".into())
 }
 
-/// utime + stime of a process, in clock ticks.
+/// utime + stime of a process (`self` for this one), in clock ticks.
 fn cpu_ticks(pid: &str) -> BenchResult<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
     let after = stat.rsplit_once(')').ok_or("bad stat")?.1;
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let utime: u64 = fields
-        .get(11)
-        .and_then(|v| v.parse().ok())
-        .ok_or("bad utime")?;
-    let stime: u64 = fields
-        .get(12)
-        .and_then(|v| v.parse().ok())
-        .ok_or("bad stime")?;
-    Ok(utime + stime)
+    let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+    Ok(field(11).ok_or("bad utime")? + field(12).ok_or("bad stime")?)
 }
 
 fn ticks_per_second() -> f64 {
@@ -133,80 +125,176 @@ fn binary(name: &str) -> BenchResult<PathBuf> {
     }
 }
 
+/// What the control plane runs as: one process on SQLite, or replicas on PostgreSQL behind
+/// haproxy (plus more haproxies when one cannot hold every agent under the open-file limit).
+enum Deployment {
+    Single(ControlPlane, Pki),
+    Replicated(Replicas, Vec<Haproxy>),
+}
+
+impl Deployment {
+    fn ca_pem(&self) -> &str {
+        match self {
+            Deployment::Single(_, pki) => &pki.ca_pem,
+            Deployment::Replicated(r, _) => &r.pki.ca_pem,
+        }
+    }
+
+    /// Where agents connect (agent `i` to the `i % len`-th).
+    fn agent_addrs(&self) -> Vec<SocketAddr> {
+        match self {
+            Deployment::Single(cp, _) => vec![cp.addr],
+            Deployment::Replicated(r, more) => std::iter::once(r.haproxy.addr())
+                .chain(more.iter().map(Haproxy::addr))
+                .collect(),
+        }
+    }
+
+    /// The haproxy processes.
+    fn proxy_pids(&self) -> Vec<u32> {
+        match self {
+            Deployment::Single(..) => Vec::new(),
+            Deployment::Replicated(r, more) => std::iter::once(&r.haproxy)
+                .chain(more)
+                .filter_map(Haproxy::pid)
+                .collect(),
+        }
+    }
+
+    fn clients(&self) -> Vec<ControlPlaneClient> {
+        match self {
+            Deployment::Single(cp, _) => vec![cp.client()],
+            Deployment::Replicated(r, _) => (0..r.replicas.len()).map(|i| r.client(i)).collect(),
+        }
+    }
+
+    fn pids(&self) -> BenchResult<Vec<u32>> {
+        let cps: Vec<&ControlPlane> = match self {
+            Deployment::Single(cp, _) => vec![cp],
+            Deployment::Replicated(r, _) => r.replicas.iter().collect(),
+        };
+        cps.iter()
+            .map(|c| c.pid().ok_or("a control plane is not running".to_string()))
+            .collect()
+    }
+
+    /// The replica index holding a region's agent, from its view.
+    fn holder(&self, view: &RegionStatus) -> Option<usize> {
+        match self {
+            Deployment::Single(..) => view.connected.then_some(0),
+            Deployment::Replicated(r, _) => view.replica.as_deref().and_then(|id| r.index_of(id)),
+        }
+    }
+}
+
 /// What every simulated agent shares.
 #[derive(Clone)]
 struct Sim {
-    addr: std::net::SocketAddr,
     tls: tokio_rustls::TlsConnector,
     heartbeat: Duration,
     ws_buffer: usize,
-    connected: Arc<AtomicUsize>,
+    welcomed: Arc<AtomicUsize>,
+    reconnects: Arc<AtomicUsize>,
 }
 
-/// One simulated agent: bootstrap, then heartbeat and answer requests until the process ends.
+/// One simulated agent: bootstrap, then heartbeat and answer requests; reconnect with its
+/// identity and full jitter whenever the connection drops, until the benchmark ends.
 async fn agent(
     sim: Sim,
+    addr: SocketAddr,
     region: String,
     token: String,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    mut permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> BenchResult<()> {
-    let Sim {
-        addr,
-        tls,
-        heartbeat,
-        ws_buffer,
-        connected,
-    } = sim;
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = tcp.set_nodelay(true);
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
-    let stream = tls.connect(name, tcp).await.map_err(|e| e.to_string())?;
-    let mut request = format!("wss://{addr}/v1/agent")
-        .into_client_request()
-        .map_err(|e| e.to_string())?;
-    request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {token}")
-            .parse()
-            .map_err(|_| "bad header")?,
-    );
+    let mut bearer = token;
+    let mut ever_welcomed = false;
+    let mut failed_in_row = 0u32;
+    loop {
+        let welcomed =
+            match session(&sim, addr, &region, &mut bearer, &mut permit, ever_welcomed).await {
+                Err(Fatal(e)) if !DONE.load(Ordering::Relaxed) => return Err(e),
+                Err(_) => return Ok(()),
+                Ok(w) => w,
+            };
+        if DONE.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        ever_welcomed |= welcomed;
+        failed_in_row = if welcomed { 0 } else { failed_in_row + 1 };
+        if !ever_welcomed && failed_in_row >= FIRST_ATTEMPTS {
+            return Err(format!(
+                "{region}: never welcomed after {failed_in_row} attempts"
+            ));
+        }
+        // Full jitter over 0.5 s doubling to 5 s, like the real agent's backoff.
+        let cap = (500u64 << failed_in_row.min(4)).min(5000);
+        tokio::time::sleep(Duration::from_millis(u64::from(rand_u32()) % cap)).await;
+    }
+}
+
+/// A reason to stop reconnecting (the control plane refused the credential for good).
+struct Fatal(String);
+
+/// One connection of a simulated agent, until it drops; whether it was welcomed.
+async fn session(
+    sim: &Sim,
+    addr: SocketAddr,
+    region: &str,
+    bearer: &mut String,
+    permit: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+    welcomed_before: bool,
+) -> Result<bool, Fatal> {
     let config = WebSocketConfig::default()
-        .read_buffer_size(ws_buffer)
+        .read_buffer_size(sim.ws_buffer)
         .write_buffer_size(0);
-    let (mut ws, _) = tokio_tungstenite::client_async_with_config(request, stream, Some(config))
-        .await
-        .map_err(|e| e.to_string())?;
-    drop(token);
+    let Ok(mut ws) = ha::ws_connect(addr, &sim.tls, bearer, Some(config)).await else {
+        return Ok(false);
+    };
     let hello = Frame::Hello(Hello {
         agent_version: "bench".into(),
-        region,
+        region: region.into(),
         zone: "z".into(),
         ops: Op::ALL.iter().map(|o| o.as_str().to_string()).collect(),
         protocol: PROTOCOL_VERSION,
+        max_frame_bytes: MAX_FRAME_BYTES as u64,
     });
-    ws.send(Message::text(encode(&hello)))
-        .await
-        .map_err(|e| e.to_string())?;
-    match ws.next().await {
-        Some(Ok(Message::Text(t))) if matches!(decode(t.as_str()), Ok(Frame::Welcome(_))) => {}
-        other => return Err(format!("no welcome: {other:?}")),
+    if ws.send(Message::text(encode(&hello))).await.is_err() {
+        return Ok(false);
     }
-    connected.fetch_add(1, Ordering::Relaxed);
+    match ws.next().await {
+        Some(Ok(Message::Text(t))) => match decode(t.as_str()) {
+            Ok(Frame::Welcome(w)) => {
+                if let Some(identity) = w.identity {
+                    *bearer = identity.expose().to_string();
+                }
+            }
+            other => return Err(Fatal(format!("{region}: no welcome: {other:?}"))),
+        },
+        Some(Ok(Message::Close(Some(f)))) if close::is_fatal(u16::from(f.code)) => {
+            return Err(Fatal(format!("{region}: refused: {} {}", f.code, f.reason)));
+        }
+        _ => return Ok(false),
+    }
+    if welcomed_before {
+        sim.reconnects.fetch_add(1, Ordering::Relaxed);
+    } else {
+        sim.welcomed.fetch_add(1, Ordering::Relaxed);
+    }
     // Welcomed: let the next agent start its handshake.
-    drop(permit);
+    permit.take();
     // Random phase so heartbeats are spread like real agents'.
-    let phase = Duration::from_millis(u64::from(rand_u32()) % heartbeat.as_millis().max(1) as u64);
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + phase, heartbeat);
+    let hb = sim.heartbeat;
+    let phase = Duration::from_millis(u64::from(rand_u32()) % hb.as_millis().max(1) as u64);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + phase, hb);
     let mut seq = 0;
     loop {
         tokio::select! {
             _ = ticker.tick() => {
                 seq += 1;
-                let ping = Frame::Ping(Ping { seq, status: AgentStatus { k8s_reachable: true, detail: None, in_flight: 0 } });
+                let status = AgentStatus { k8s_reachable: true, detail: None, in_flight: 0 };
+                let ping = Frame::Ping(Ping { seq, status });
                 if ws.send(Message::text(encode(&ping))).await.is_err() {
-                    return Err("heartbeat failed".into());
+                    return Ok(true);
                 }
             }
             incoming = ws.next() => match incoming {
@@ -214,12 +302,12 @@ async fn agent(
                     if let Ok(Frame::Req(req)) = decode(t.as_str()) {
                         let res = Frame::Res(Res::ok(req.id, serde_json::json!({"nodes": 3})));
                         if ws.send(Message::text(encode(&res))).await.is_err() {
-                            return Err("answer failed".into());
+                            return Ok(true);
                         }
                     }
                 }
                 Some(Ok(_)) => {}
-                _ => return Err("connection closed".into()),
+                _ => return Ok(true),
             }
         }
     }
@@ -239,6 +327,10 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
 #[tokio::main]
 async fn main() {
     if let Err(e) = bench().await {
@@ -247,224 +339,307 @@ async fn main() {
     }
 }
 
+/// `n` requests at once (`label` names their ids), region `r<i>` sent to replica `target[i]`;
+/// the sorted round trips.
+async fn requests(
+    clients: &[ControlPlaneClient],
+    target: &[usize],
+    ids: impl Iterator<Item = usize>,
+    label: &str,
+) -> BenchResult<Vec<Duration>> {
+    let results: Vec<BenchResult<Duration>> = future::join_all(ids.map(|i| {
+        let admin = clients[target[i]].clone();
+        async move {
+            let t = Instant::now();
+            let res = admin
+                .request(
+                    &format!("r{i}"),
+                    &format!("bench-{label}-{i}"),
+                    "get_inventory",
+                    serde_json::json!({}),
+                    Duration::from_secs(60),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            if !res.ok {
+                return Err(format!("{:?}", res.error));
+            }
+            Ok(t.elapsed())
+        }
+    }))
+    .await;
+    let mut times = results.into_iter().collect::<BenchResult<Vec<_>>>()?;
+    times.sort();
+    Ok(times)
+}
+
 async fn bench() -> BenchResult<()> {
     let o = parse_args()?;
     let fd_limit = raise_fd_limit();
     println!(
-        "agents {}, heartbeat {} s, requests {}, CPU window {} s, WebSocket read buffer {} B, open files limit {fd_limit}",
-        o.agents, o.heartbeat_s, o.requests, o.window_s, o.ws_buffer
+        "replicas {}, agents {}, heartbeat {} s, requests {}, CPU window {} s, WebSocket read buffer {} B, open files limit {fd_limit}",
+        o.replicas, o.agents, o.heartbeat_s, o.requests, o.window_s, o.ws_buffer
     );
-    let pki = Pki::new()?;
-    let cp = ControlPlane::start(
-        &binary("e2e-control-plane")?,
-        &pki,
-        ControlPlaneOptions {
-            heartbeat_ms: o.heartbeat_s * 1000,
-            unhealthy_after_ms: o.heartbeat_s * 3000,
-            unavailable_after_ms: o.heartbeat_s * 6000,
-            extra_args: vec!["--ws-buffer-bytes".into(), o.ws_buffer.to_string()],
-            rust_log: Some("warn".into()),
-        },
-    )?;
-    let pid = cp.pid().ok_or("control plane not running")?;
-
-    // Regions first, through the admin API (64 at a time).
-    let started = Instant::now();
-    let tokens: Vec<(String, String)> = {
-        let admin = cp.client();
-        let results: Vec<BenchResult<(String, String)>> = stream::iter(0..o.agents)
-            .map(|i| {
-                let admin = admin.clone();
-                async move {
-                    let name = format!("r{i}");
-                    let region = RegionId::parse(&name).map_err(|e| e.to_string())?;
-                    let zone = ZoneId::parse("z").map_err(|e| e.to_string())?;
-                    let created = admin
-                        .create_region(&region, &zone)
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .ok_or("region exists")?;
-                    Ok((name, created.bootstrap_token.expose().to_string()))
-                }
-            })
-            .buffer_unordered(64)
-            .collect()
-            .await;
-        results.into_iter().collect::<BenchResult<_>>()?
+    let options = ControlPlaneOptions {
+        heartbeat_ms: o.heartbeat_s * 1000,
+        unhealthy_after_ms: o.heartbeat_s * 3000,
+        unavailable_after_ms: o.heartbeat_s * 6000,
+        extra_args: vec!["--ws-buffer-bytes".into(), o.ws_buffer.to_string()],
+        rust_log: Some("warn".into()),
+        ..ControlPlaneOptions::default()
     };
-    println!(
-        "created {} regions in {:.1} s",
-        tokens.len(),
-        started.elapsed().as_secs_f64()
-    );
+    let cp_bin = binary("e2e-control-plane")?;
+    let mut deployment = if o.replicas <= 1 {
+        let pki = Pki::new()?;
+        Deployment::Single(ControlPlane::start(&cp_bin, &pki, options)?, pki)
+    } else {
+        let r = Replicas::start(&cp_bin, o.replicas, options, o.agents + 256)?;
+        let per = haproxy_capacity();
+        let more = (1..o.agents.div_ceil(per))
+            .map(|_| Haproxy::start(&r.backends(), per))
+            .collect::<BenchResult<Vec<_>>>()?;
+        Deployment::Replicated(r, more)
+    };
+    let clients = deployment.clients();
+    let n_cp = clients.len();
+
+    // Regions first, through the admin API (64 at a time, spread over the replicas).
+    let started = Instant::now();
+    let results: Vec<BenchResult<(String, String)>> = stream::iter(0..o.agents)
+        .map(|i| {
+            let admin = clients[i % n_cp].clone();
+            async move {
+                let name = format!("r{i}");
+                let region = RegionId::parse(&name).map_err(|e| e.to_string())?;
+                let zone = ZoneId::parse("z").map_err(|e| e.to_string())?;
+                let created = admin
+                    .create_region(&region, &zone)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or("region exists")?;
+                Ok((name, created.bootstrap_token.expose().to_string()))
+            }
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let tokens = results.into_iter().collect::<BenchResult<Vec<_>>>()?;
+    let create_s = started.elapsed().as_secs_f64();
+    println!("created {} regions in {create_s:.1} s", tokens.len());
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let rss_before = rss_kib(pid)?;
+    let pids = deployment.pids()?;
+    let rss_before = pids
+        .iter()
+        .map(|p| rss_kib(*p))
+        .collect::<BenchResult<Vec<_>>>()?;
 
     // Agents: bootstrap exchange, then heartbeats.
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::pem::PemObject::pem_slice_iter(pki.ca_pem.as_bytes()) {
-        roots
-            .add(c.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth(),
-    ));
-    let connected = Arc::new(AtomicUsize::new(0));
+    let welcomed = Arc::new(AtomicUsize::new(0));
+    let reconnects = Arc::new(AtomicUsize::new(0));
     let failures = Arc::new(AtomicUsize::new(0));
-    let started = Instant::now();
     let heartbeat = Duration::from_secs(o.heartbeat_s);
     let gate = Arc::new(tokio::sync::Semaphore::new(o.connect_concurrency));
+    let addrs = deployment.agent_addrs();
     let sim = Sim {
-        addr: cp.addr,
-        tls,
+        tls: ha::tls_connector(deployment.ca_pem())?,
         heartbeat,
         ws_buffer: o.ws_buffer,
-        connected: connected.clone(),
+        welcomed: welcomed.clone(),
+        reconnects: reconnects.clone(),
     };
-    for (region, token) in tokens {
+    let started = Instant::now();
+    for (i, (region, token)) in tokens.into_iter().enumerate() {
         let permit = gate
             .clone()
             .acquire_owned()
             .await
             .map_err(|e| e.to_string())?;
-        let (sim, failures) = (sim.clone(), failures.clone());
+        let (sim, failures, addr) = (sim.clone(), failures.clone(), addrs[i % addrs.len()]);
         tokio::spawn(async move {
-            if let Err(e) = agent(sim, region, token, permit).await
-                && !DONE.load(Ordering::Relaxed)
-            {
+            if let Err(e) = agent(sim, addr, region, token, Some(permit)).await {
                 failures.fetch_add(1, Ordering::Relaxed);
                 eprintln!("agent stopped: {e}");
             }
         });
     }
     let deadline = Instant::now() + Duration::from_secs(600);
-    while connected.load(Ordering::Relaxed) + failures.load(Ordering::Relaxed) < o.agents {
+    while welcomed.load(Ordering::Relaxed) + failures.load(Ordering::Relaxed) < o.agents {
         if Instant::now() > deadline {
             return Err("agents did not all connect within 10 minutes".into());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let connect_s = started.elapsed().as_secs_f64();
-    let n = connected.load(Ordering::Relaxed);
+    let n = welcomed.load(Ordering::Relaxed);
     println!(
         "{n} agents connected ({} failed) in {connect_s:.1} s",
         failures.load(Ordering::Relaxed)
     );
     // Let every agent heartbeat at least twice before measuring.
     tokio::time::sleep(heartbeat * 2 + Duration::from_secs(2)).await;
-    let rss_after = rss_kib(pid)?;
+    let rss_after = pids
+        .iter()
+        .map(|p| rss_kib(*p))
+        .collect::<BenchResult<Vec<_>>>()?;
 
-    // CPU share while the agents heartbeat.
-    let (cp_pid, me) = (pid.to_string(), "self".to_string());
-    let (cp0, me0, t0) = (cpu_ticks(&cp_pid)?, cpu_ticks(&me)?, Instant::now());
+    // CPU share while the agents heartbeat: replicas, haproxy, this simulator.
+    let proxies = deployment.proxy_pids();
+    let mut watched: Vec<String> = pids.iter().chain(&proxies).map(u32::to_string).collect();
+    watched.push("self".into());
+    let t0 = Instant::now();
+    let before = watched
+        .iter()
+        .map(|p| cpu_ticks(p))
+        .collect::<BenchResult<Vec<_>>>()?;
     tokio::time::sleep(Duration::from_secs(o.window_s)).await;
-    let (cp1, me1, window) = (
-        cpu_ticks(&cp_pid)?,
-        cpu_ticks(&me)?,
-        t0.elapsed().as_secs_f64(),
-    );
+    let after = watched
+        .iter()
+        .map(|p| cpu_ticks(p))
+        .collect::<BenchResult<Vec<_>>>()?;
+    let window = t0.elapsed().as_secs_f64();
     let hz = ticks_per_second();
-    let cp_cpu = (cp1 - cp0) as f64 / hz / window * 100.0;
-    let me_cpu = (me1 - me0) as f64 / hz / window * 100.0;
+    let cpu: Vec<f64> = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| (a - b) as f64 / hz / window * 100.0)
+        .collect();
+    let cp_cpu: f64 = cpu[..pids.len()].iter().sum();
 
-    let admin = cp.client();
-    let regions = admin.regions().await.map_err(|e| e.to_string())?;
+    // Who holds which agent; each request goes to a replica that does not.
+    let regions = clients[0].regions().await.map_err(|e| e.to_string())?;
     let healthy = regions.iter().filter(|r| r.is_healthy()).count();
-
-    // Requests: the same N concurrent requests twice; the first round also opens the HTTP
-    // connections, the second measures round trips on warm connections.
-    let mut rounds = Vec::new();
-    for round in 0..2 {
-        let results: Vec<BenchResult<Duration>> = future::join_all((0..o.requests).map(|i| {
-            let admin = admin.clone();
-            async move {
-                let t = Instant::now();
-                let res = admin
-                    .request(
-                        &format!("r{i}"),
-                        &format!("bench-{round}-{i}"),
-                        "get_inventory",
-                        serde_json::json!({}),
-                        Duration::from_secs(60),
-                    )
-                    .await
-                    .map_err(|e| e.to_string())?;
-                if !res.ok {
-                    return Err(format!("{:?}", res.error));
-                }
-                Ok(t.elapsed())
-            }
-        }))
-        .await;
-        let mut times = results.into_iter().collect::<BenchResult<Vec<_>>>()?;
-        times.sort();
-        rounds.push(times);
+    let mut holder = vec![0usize; o.agents];
+    let mut held = vec![0usize; n_cp];
+    for view in &regions {
+        if let (Some(i), Some(h)) = (
+            view.region
+                .strip_prefix('r')
+                .and_then(|i| i.parse::<usize>().ok()),
+            deployment.holder(view),
+        ) && i < o.agents
+        {
+            holder[i] = h;
+            held[h] += 1;
+        }
     }
+    let target: Vec<usize> = holder.iter().map(|h| (h + 1) % n_cp).collect();
 
-    // One request at a time: the round trip without contention.
+    // The same N concurrent requests twice: the first round also opens the HTTPS connections,
+    // the second measures round trips on warm ones; then 100 one at a time.
+    let cold = requests(&clients, &target, 0..o.requests, "cold").await?;
+    let warm = requests(&clients, &target, 0..o.requests, "warm").await?;
     let mut sequential = Vec::new();
     for i in 0..100.min(o.requests) {
-        let t = Instant::now();
-        let res = admin
-            .request(
-                &format!("r{i}"),
-                &format!("seq-{i}"),
-                "get_inventory",
-                serde_json::json!({}),
-                Duration::from_secs(60),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        if !res.ok {
-            return Err(format!("{:?}", res.error));
-        }
-        sequential.push(t.elapsed());
+        sequential.extend(requests(&clients, &target, i..i + 1, "seq").await?);
     }
     sequential.sort();
 
-    let per_conn = (rss_after.saturating_sub(rss_before)) as f64 / n.max(1) as f64;
+    // Kill the replica holding the most agents; time until every agent is healthy elsewhere.
+    let mut recovery = None;
+    if let Deployment::Replicated(r, _) = &mut deployment {
+        let victim = (0..n_cp).max_by_key(|i| held[*i]).unwrap_or(0);
+        let survivor = r.client((victim + 1) % n_cp);
+        let victim_id = format!("cp-{victim}");
+        let killed = Instant::now();
+        r.replicas[victim].kill9();
+        let deadline = killed + Duration::from_secs(600);
+        loop {
+            let views = survivor.regions().await.map_err(|e| e.to_string())?;
+            let back = views.iter().filter(|v| {
+                v.is_healthy() && v.connected && v.replica.as_deref() != Some(&victim_id)
+            });
+            if back.count() == o.agents {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("agents not all healthy 10 minutes after the kill".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        recovery = Some((victim_id, held[victim], killed.elapsed()));
+    }
+
+    let delta: Vec<u64> = rss_before
+        .iter()
+        .zip(&rss_after)
+        .map(|(b, a)| a.saturating_sub(*b))
+        .collect();
+    let per_conn = delta.iter().sum::<u64>() as f64 / n.max(1) as f64;
+    let mib = |k: &u64| format!("{:.1}", *k as f64 / 1024.0);
+    let list = |v: &[String]| v.join(" / ");
     println!();
     println!("| figure | value |");
     println!("| --- | ---: |");
     println!("| agents connected / healthy | {n} / {healthy} |");
+    let store = if n_cp > 1 {
+        "PostgreSQL, agents through haproxy"
+    } else {
+        "SQLite"
+    };
+    let spread: Vec<String> = held.iter().map(usize::to_string).collect();
+    println!(
+        "| replicas ({store}): agents each | {n_cp}: {} |",
+        list(&spread)
+    );
     println!("| bootstrap + connect time | {connect_s:.1} s |");
     println!(
-        "| control plane RSS before agents | {:.1} MiB |",
-        rss_before as f64 / 1024.0
+        "| RSS per replica, before agents; with agents | {}; {} MiB |",
+        list(&rss_before.iter().map(mib).collect::<Vec<_>>()),
+        list(&rss_after.iter().map(mib).collect::<Vec<_>>())
+    );
+    let per_replica: Vec<String> = delta
+        .iter()
+        .zip(&held)
+        .map(|(d, h)| format!("{:.1}", *d as f64 / (*h).max(1) as f64))
+        .collect();
+    println!(
+        "| memory per connection (RSS delta / agents): all, per replica | {per_conn:.1} KiB; {} KiB |",
+        list(&per_replica)
     );
     println!(
-        "| control plane RSS with agents | {:.1} MiB |",
-        rss_after as f64 / 1024.0
-    );
-    println!("| memory per connection (RSS delta / agents) | {per_conn:.1} KiB |");
-    println!(
-        "| control plane CPU while heartbeating ({:.0} heartbeats/s) | {cp_cpu:.1} % of one core |",
+        "| control plane CPU while heartbeating ({:.0} heartbeats/s), all replicas | {cp_cpu:.1} % of one core |",
         n as f64 / o.heartbeat_s as f64
     );
-    println!("| simulator CPU (all {n} agents) | {me_cpu:.1} % of one core |");
-    for (label, times) in ["cold (new HTTP connections)", "warm"].iter().zip(&rounds) {
+    if !proxies.is_empty() {
+        let haproxy_cpu: f64 = cpu[pids.len()..cpu.len() - 1].iter().sum();
         println!(
-            "| {} concurrent requests, {label}: p50 / p99 / max | {:.1} / {:.1} / {:.1} ms |",
-            times.len(),
-            percentile(times, 0.50).as_secs_f64() * 1000.0,
-            percentile(times, 0.99).as_secs_f64() * 1000.0,
-            times.last().copied().unwrap_or_default().as_secs_f64() * 1000.0
+            "| haproxy CPU ({} process{}) | {haproxy_cpu:.1} % of one core |",
+            proxies.len(),
+            if proxies.len() == 1 { "" } else { "es" }
         );
     }
     println!(
-        "| {} sequential requests: p50 / p99 | {:.2} / {:.2} ms |",
-        sequential.len(),
-        percentile(&sequential, 0.50).as_secs_f64() * 1000.0,
-        percentile(&sequential, 0.99).as_secs_f64() * 1000.0
+        "| simulator CPU (all {n} agents) | {:.1} % of one core |",
+        cpu[cpu.len() - 1]
     );
+    let to = if n_cp > 1 {
+        " to a replica not holding the agent"
+    } else {
+        ""
+    };
+    for (label, times) in [("cold (new HTTPS connections)", &cold), ("warm", &warm)] {
+        println!(
+            "| {} concurrent requests{to}, {label}: p50 / p99 / max | {:.1} / {:.1} / {:.1} ms |",
+            times.len(),
+            ms(percentile(times, 0.50)),
+            ms(percentile(times, 0.99)),
+            ms(times.last().copied().unwrap_or_default())
+        );
+    }
+    println!(
+        "| {} sequential requests{to}: p50 / p99 | {:.2} / {:.2} ms |",
+        sequential.len(),
+        ms(percentile(&sequential, 0.50)),
+        ms(percentile(&sequential, 0.99))
+    );
+    if let Some((victim, agents, took)) = recovery {
+        println!(
+            "| all agents healthy again after killing {victim} (holding {agents} agents) | {:.1} s ({} reconnects) |",
+            took.as_secs_f64(),
+            reconnects.load(Ordering::Relaxed)
+        );
+    }
     DONE.store(true, Ordering::Relaxed);
-    drop(cp);
+    drop(deployment);
     Ok(())
 }

@@ -1,7 +1,8 @@
-//! The control plane's real entry point, built inside this package so the end-to-end tests
-//! can start it as a process (`CARGO_BIN_EXE_e2e-control-plane`) with a binary cargo keeps fresh.
+//! The control plane's real entry point (the `harmony-control-plane` program, embedded operator
+//! included), built inside this package so the end-to-end tests can start it as a process
+//! (`CARGO_BIN_EXE_e2e-control-plane`) with a binary cargo keeps fresh.
 
 #[tokio::main]
 async fn main() {
-    harmony_control_plane::cli_main().await;
+    harmony_control_plane_cli::cli_main().await;
 }

@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() {
-    harmony_control_plane::cli_main().await;
+    harmony_control_plane_cli::cli_main().await;
 }

@@ -1,0 +1,225 @@
+//! Faithful errors: an agent's error code, or the control plane's HTTP answer, becomes the
+//! `CapabilityError` of the same kind, so a Score sees the same error through an agent as it
+//! would against the cluster directly.
+
+use harmony_agent_protocol::{ErrorBody, Op, code};
+use std::time::Duration;
+
+use super::client::ControlPlaneError;
+use crate::domain::capability::CapabilityError;
+
+/// What a remote error is about, for its message.
+pub(super) struct Origin<'a> {
+    /// The op sent.
+    pub op: Op,
+    /// The object (`v1 ConfigMap shop/web`) or, for a batch, the op.
+    pub object: &'a str,
+    /// The object's kind and apiVersion when the op is about one object.
+    pub kind: Option<(&'a str, &'a str)>,
+    /// `region east (through its agent)`.
+    pub server: &'a str,
+    /// The time the request was given.
+    pub budget: Duration,
+}
+
+/// The capability error of an agent's error body: one kind per code.
+pub(super) fn from_agent(o: &Origin<'_>, e: ErrorBody) -> CapabilityError {
+    let object = o.object.to_string();
+    let server = o.server.to_string();
+    let message = e.message;
+    match e.code.as_str() {
+        code::CONFLICT => {
+            let (manager, fields) = conflict_parts(&message);
+            CapabilityError::Conflict {
+                object,
+                manager: manager.unwrap_or_else(|| "another field manager".into()),
+                fields: fields.unwrap_or(message),
+            }
+        }
+        code::FORBIDDEN => CapabilityError::Forbidden {
+            object,
+            server,
+            message,
+        },
+        code::NOT_FOUND => CapabilityError::NotFound {
+            object,
+            server,
+            message,
+        },
+        code::INVALID_OBJECT | code::INVALID_PARAMS => CapabilityError::InvalidObject {
+            object,
+            problem: message,
+        },
+        code::REJECTED => CapabilityError::Rejected {
+            object,
+            server,
+            message,
+        },
+        code::UNKNOWN_KIND => {
+            let (kind, api_version) = unknown_kind_parts(&message)
+                .or_else(|| o.kind.map(|(k, v)| (k.to_string(), v.to_string())))
+                .unwrap_or_else(|| ("(unnamed)".into(), message.clone()));
+            CapabilityError::UnknownKind {
+                kind,
+                api_version,
+                server,
+            }
+        }
+        code::UNREACHABLE => CapabilityError::Unreachable {
+            server,
+            reason: message,
+        },
+        code::TIMEOUT => CapabilityError::Timeout {
+            waited_for: format!("{} to finish {}", o.server, o.op),
+            after: o.budget,
+            last_seen: message,
+        },
+        code::UNSUPPORTED | code::UNSUPPORTED_OP => CapabilityError::Unsupported {
+            what: o.op.to_string(),
+            backend: server,
+            reason: message,
+        },
+        code::RESULT_TOO_LARGE => CapabilityError::TooLarge {
+            what: format!("the result of {} from {}", o.op, o.server),
+            limit: message,
+            fix: "ask for fewer objects per call, or raise the agent's and the control plane's frame limits together".into(),
+        },
+        code::TOO_LARGE | code::FRAME_TOO_LARGE => CapabilityError::TooLarge {
+            what: format!("request {} to {}", o.op, o.server),
+            limit: message,
+            fix: too_large_fix(),
+        },
+        other => CapabilityError::Rejected {
+            object,
+            server,
+            message: format!("{message} (agent error code {other})"),
+        },
+    }
+}
+
+fn too_large_fix() -> String {
+    "send fewer or smaller objects per request (split the Score), or raise the agent's --max-frame-bytes".into()
+}
+
+impl ControlPlaneError {
+    /// The capability error this failure is, for a call about `object` to the control plane
+    /// at `server`. A 504 is a gateway giving up (callers that long-poll a region map it to
+    /// their own timeout first).
+    pub fn into_capability(self, object: &str, server: &str) -> CapabilityError {
+        let object = object.to_string();
+        let server = server.to_string();
+        match self {
+            ControlPlaneError::Config { field, problem } => CapabilityError::InvalidObject {
+                object: field.to_string(),
+                problem,
+            },
+            ControlPlaneError::Unreachable { url, reason } => CapabilityError::Unreachable {
+                server: url,
+                reason,
+            },
+            ControlPlaneError::Timeout { what, after } => CapabilityError::Timeout {
+                waited_for: what,
+                after,
+                last_seen: "no answer from the control plane".into(),
+            },
+            ControlPlaneError::Invalid { what, reason } => CapabilityError::Rejected {
+                object,
+                server,
+                message: format!("{what}: unexpected answer: {reason}"),
+            },
+            ControlPlaneError::Status {
+                status,
+                error,
+                what,
+            } => {
+                let is = |c: &str| error.code.as_deref() == Some(c);
+                let message = error.error.clone();
+                match status {
+                    _ if status == 413 || is(code::TOO_LARGE) => CapabilityError::TooLarge {
+                        what: format!("{object} ({what})"),
+                        limit: match (error.limit_bytes, error.size_bytes) {
+                            (Some(l), Some(s)) => {
+                                format!("the limit is {l} bytes and it is {s} bytes")
+                            }
+                            (Some(l), None) => format!("the limit is {l} bytes"),
+                            _ => message,
+                        },
+                        fix: too_large_fix(),
+                    },
+                    401 | 403 => CapabilityError::Forbidden {
+                        object,
+                        server,
+                        message: format!("{message} (check the admin token)"),
+                    },
+                    404 => CapabilityError::NotFound {
+                        object,
+                        server,
+                        message,
+                    },
+                    400 | 422 => CapabilityError::InvalidObject {
+                        object,
+                        problem: message,
+                    },
+                    502..=504 => CapabilityError::Unreachable {
+                        server,
+                        reason: format!("answered {status}: {message}"),
+                    },
+                    _ => CapabilityError::Rejected {
+                        object,
+                        server,
+                        message: match error.code {
+                            Some(c) => format!("{message} ({status}, {c})"),
+                            None => format!("{message} ({status})"),
+                        },
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// Manager and fields of an agent's conflict message, which is the direct adapter's
+/// `…: fields owned by "kubectl" would change (.data.a, .data.b); re-run …`.
+fn conflict_parts(message: &str) -> (Option<String>, Option<String>) {
+    let manager = message
+        .split_once("fields owned by \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(m, _)| m.to_string());
+    let fields = message
+        .split_once("would change (")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(f, _)| f.to_string());
+    (manager, fields)
+}
+
+/// Kind and apiVersion of `… has no kind Route in route.openshift.io/v1; install …`.
+fn unknown_kind_parts(message: &str) -> Option<(String, String)> {
+    let (_, rest) = message.split_once(" has no kind ")?;
+    let (kind, rest) = rest.split_once(" in ")?;
+    let api_version = rest.split([';', ' ']).next()?;
+    Some((kind.to_string(), api_version.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conflict_and_unknown_kind_messages_are_read_back() {
+        let m = "apps/v1 Deployment a/b: fields owned by \"kubectl\" would change (.spec.replicas, .data.x); re-run with --force-conflicts";
+        assert_eq!(
+            conflict_parts(m),
+            (
+                Some("kubectl".into()),
+                Some(".spec.replicas, .data.x".into())
+            )
+        );
+        assert_eq!(conflict_parts("no structure"), (None, None));
+        let u = "https://api:6443 has no kind Route in route.openshift.io/v1; install its CRD";
+        assert_eq!(
+            unknown_kind_parts(u),
+            Some(("Route".into(), "route.openshift.io/v1".into()))
+        );
+        assert_eq!(unknown_kind_parts("nothing"), None);
+    }
+}

@@ -1,0 +1,310 @@
+//! The v1 ops on the agent's cluster (server-side apply with field manager `harmony-agent`) and
+//! the `service_*` ops routed to the provider registry. Params are parsed from the request's raw
+//! JSON; results are serialized once and travel as raw JSON.
+
+use harmony::domain::ObjectChange;
+use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef};
+use harmony_agent_protocol::ops::{
+    ApplyManifestsParams, Capacity, ChangesResult, DeleteManifestsParams, GetObjectsParams,
+    GetObjectsResult, InventoryResult,
+};
+use harmony_agent_protocol::{
+    ErrorBody, Frame, Op, Progress, RawJson, Req, ServiceCreateParams, ServiceRef, WireChange,
+    WireFieldChange, WireObjectRef, code,
+};
+use k8s_openapi::api::core::v1::Node;
+
+use super::Executor;
+use crate::providers::ProviderError;
+
+/// The protocol error code of a cluster error (one to one; `AgentTopology` maps them back).
+pub fn error_code(e: &CapabilityError) -> &'static str {
+    match e {
+        CapabilityError::InvalidObject { .. } => code::INVALID_OBJECT,
+        CapabilityError::Rejected { .. } => code::REJECTED,
+        CapabilityError::UnknownKind { .. } => code::UNKNOWN_KIND,
+        CapabilityError::Conflict { .. } => code::CONFLICT,
+        CapabilityError::Forbidden { .. } => code::FORBIDDEN,
+        CapabilityError::NotFound { .. } => code::NOT_FOUND,
+        CapabilityError::TooLarge { .. } => code::TOO_LARGE,
+        CapabilityError::Unreachable { .. } => code::UNREACHABLE,
+        CapabilityError::Timeout { .. } => code::TIMEOUT,
+        CapabilityError::Io { .. } | CapabilityError::Unsupported { .. } => code::UNSUPPORTED,
+    }
+}
+
+pub(super) fn body(e: &CapabilityError) -> ErrorBody {
+    ErrorBody::new(error_code(e), e.to_string())
+}
+
+pub(super) fn provider_body(e: &ProviderError) -> ErrorBody {
+    ErrorBody::new(e.code(), e.to_string())
+}
+
+/// Converts a domain change to its wire form.
+pub fn wire_change(c: &ObjectChange) -> WireChange {
+    WireChange {
+        object: c.object.clone(),
+        action: c.action.to_string(),
+        location: c.location.clone(),
+        diff: c
+            .diff
+            .iter()
+            .map(|d| WireFieldChange {
+                path: d.path.clone(),
+                old: d.old.clone(),
+                new: d.new.clone(),
+            })
+            .collect(),
+    }
+}
+
+pub(super) fn object_ref(r: &WireObjectRef) -> ObjectRef {
+    ObjectRef {
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+    }
+}
+
+/// Parses `op`'s params from the request's raw JSON (`null` or absent is `{}`).
+pub(super) fn params<T: serde::de::DeserializeOwned>(
+    op: Op,
+    raw: &RawJson,
+) -> Result<T, ErrorBody> {
+    let parsed = if raw.is_null() {
+        serde_json::from_str("{}")
+    } else {
+        raw.parse()
+    };
+    parsed.map_err(|e| {
+        ErrorBody::new(
+            code::INVALID_PARAMS,
+            format!("{op} params: {e}; see harmony_agent_protocol::ops for the schema"),
+        )
+    })
+}
+
+/// Serializes a result once.
+pub(super) fn raw<T: serde::Serialize>(v: &T) -> Result<RawJson, ErrorBody> {
+    RawJson::from_serialize(v)
+        .map_err(|e| ErrorBody::new(code::INTERNAL, format!("cannot encode the result: {e}")))
+}
+
+/// A Kubernetes quantity in base units (`500m` = 0.5, `1Ki` = 1024); `None` when malformed.
+pub fn quantity(s: &str) -> Option<f64> {
+    harmony::types::Quantity::parse(s.trim())
+        .ok()
+        .map(|q| q.value())
+}
+
+fn add(
+    total: &mut Capacity,
+    resources: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+) {
+    let Some(r) = resources else { return };
+    let get = |k: &str| r.get(k).and_then(|q| quantity(&q.0)).unwrap_or(0.0);
+    total.cpu_millis += (get("cpu") * 1000.0).round() as u64;
+    total.memory_bytes += get("memory").round() as u64;
+    total.pods += get("pods").round() as u64;
+}
+
+/// The `unsupported_op` error for an op name v1 does not define.
+pub(super) fn unsupported(op: &str) -> ErrorBody {
+    ErrorBody::new(
+        code::UNSUPPORTED_OP,
+        format!(
+            "op {:?} is not supported by this agent; v1 ops: apply_manifests, delete_manifests, get_objects, get_inventory, service_create, service_delete, service_status",
+            op.chars().take(64).collect::<String>()
+        ),
+    )
+}
+
+impl Executor {
+    /// Runs `op` once.
+    pub(super) async fn execute(&self, op: Op, req: &Req) -> Result<RawJson, ErrorBody> {
+        match op {
+            Op::ApplyManifests => raw(&self.apply(req).await?),
+            Op::DeleteManifests => {
+                let p: DeleteManifestsParams = params(op, &req.params)?;
+                let t = self
+                    .cluster
+                    .topology(p.dry_run, false)
+                    .await
+                    .map_err(|e| body(&e))?;
+                let mut changes = Vec::new();
+                for r in &p.objects {
+                    match t.delete(&object_ref(r)).await {
+                        Ok(c) => changes.push(wire_change(&c)),
+                        Err(e) => {
+                            let mut b = body(&e);
+                            b.applied = changes;
+                            return Err(b);
+                        }
+                    }
+                }
+                raw(&ChangesResult { changes })
+            }
+            Op::GetObjects => {
+                let p: GetObjectsParams = params(op, &req.params)?;
+                let t = self
+                    .cluster
+                    .topology(false, false)
+                    .await
+                    .map_err(|e| body(&e))?;
+                let mut objects = Vec::new();
+                for r in &p.objects {
+                    let o = t.get(&object_ref(r)).await.map_err(|e| body(&e))?;
+                    objects.push(o.map(|o| o.value().clone()));
+                }
+                raw(&GetObjectsResult { objects })
+            }
+            Op::GetInventory => raw(&self.inventory().await?),
+            Op::ServiceCreate => {
+                let p: ServiceCreateParams = params(op, &req.params)?;
+                let status = self
+                    .registry
+                    .create(&p.instance_id, &p.service_type, &p.spec)
+                    .await
+                    .map_err(|e| provider_body(&e))?;
+                raw(&status)
+            }
+            Op::ServiceDelete => {
+                let p: ServiceRef = params(op, &req.params)?;
+                let status = self
+                    .registry
+                    .delete(&p.instance_id, &p.service_type)
+                    .await
+                    .map_err(|e| provider_body(&e))?;
+                raw(&status)
+            }
+            Op::ServiceStatus => {
+                let p: ServiceRef = params(op, &req.params)?;
+                let status = self
+                    .registry
+                    .status(&p.instance_id, &p.service_type)
+                    .await
+                    .map_err(|e| provider_body(&e))?;
+                raw(&status)
+            }
+        }
+    }
+
+    /// `apply_manifests`: the change report, or the error with what was applied before it.
+    pub(super) async fn apply(&self, req: &Req) -> Result<ChangesResult, ErrorBody> {
+        let p: ApplyManifestsParams = params(Op::ApplyManifests, &req.params)?;
+        let objects = p
+            .manifests
+            .into_iter()
+            .map(K8sObject::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| body(&e))?;
+        let _ = self.outbox.send(Frame::Progress(Progress {
+            id: req.id.clone(),
+            stage: "applying".into(),
+            detail: format!("{} object(s)", objects.len()),
+        }));
+        let t = self
+            .cluster
+            .topology(p.dry_run, p.prune)
+            .await
+            .map_err(|e| body(&e))?;
+        let options = ApplyOptions {
+            force_conflicts: p.force_conflicts,
+            owner: p.owner,
+        };
+        match t.apply(&objects, &options).await {
+            Ok(changes) => Ok(ChangesResult {
+                changes: changes.iter().map(wire_change).collect(),
+            }),
+            Err(f) => {
+                let mut b = body(&f.error);
+                b.applied = f.applied.iter().map(wire_change).collect();
+                Err(b)
+            }
+        }
+    }
+
+    async fn inventory(&self) -> Result<InventoryResult, ErrorBody> {
+        let t = self
+            .cluster
+            .topology(false, false)
+            .await
+            .map_err(|e| body(&e))?;
+        let client = t.client().map_err(|e| body(&e))?;
+        let unreachable =
+            |e: kube::Error| ErrorBody::new(code::UNREACHABLE, format!("listing nodes: {e}"));
+        let version = client.apiserver_version().await.map_err(unreachable)?;
+        let nodes = kube::Api::<Node>::all(client)
+            .list(&Default::default())
+            .await
+            .map_err(unreachable)?;
+        let mut inv = InventoryResult {
+            kubernetes_version: version.git_version,
+            ..InventoryResult::default()
+        };
+        for n in &nodes.items {
+            inv.nodes += 1;
+            let status = n.status.as_ref();
+            let ready = status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+            if ready {
+                inv.ready_nodes += 1;
+            }
+            add(&mut inv.capacity, status.and_then(|s| s.capacity.as_ref()));
+            add(
+                &mut inv.allocatable,
+                status.and_then(|s| s.allocatable.as_ref()),
+            );
+        }
+        Ok(inv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_parse_like_kubernetes() {
+        assert_eq!(quantity("500m"), Some(0.5));
+        assert_eq!(quantity("4"), Some(4.0));
+        assert_eq!(quantity("16Gi"), Some(16.0 * 1024.0 * 1024.0 * 1024.0));
+        assert_eq!(quantity("1e3"), Some(1000.0));
+        assert_eq!(quantity("12Zi"), None);
+    }
+
+    #[test]
+    fn params_come_from_the_raw_json_and_null_is_empty() {
+        #[derive(serde::Deserialize)]
+        struct Optional {
+            #[serde(default)]
+            n: u32,
+        }
+        let p: Optional = params(Op::GetInventory, &RawJson::null()).unwrap();
+        assert_eq!(p.n, 0);
+        let p = params::<Optional>(
+            Op::GetInventory,
+            &RawJson::from_string("{\"n\": 1e0}".into()).unwrap(),
+        );
+        assert!(p.is_err(), "1e0 is a float, not the u32 asked for");
+        let e = params::<GetObjectsParams>(
+            Op::GetObjects,
+            &RawJson::from_string(r#"{"objects": 3}"#.into()).unwrap(),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, code::INVALID_PARAMS);
+        assert!(
+            e.message.starts_with("get_objects params: "),
+            "{}",
+            e.message
+        );
+    }
+}

@@ -1,0 +1,184 @@
+//! How every service error becomes an HTTP status and an [`ApiError`] body.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use harmony_agent_protocol::code;
+use harmony_api::ApiError;
+
+use crate::services::instances::InstanceError;
+use crate::services::regions::RegionError;
+use crate::services::requests::RequestError;
+use crate::store::StoreError;
+
+/// An error answer: a status and its body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure(pub StatusCode, pub ApiError);
+
+impl Failure {
+    /// A failure with a message only.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self(status, ApiError::new(message))
+    }
+
+    /// The same failure with a machine-readable code.
+    pub fn code(mut self, c: &str) -> Self {
+        self.1 = self.1.with_code(c);
+        self
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        (self.0, Json(self.1)).into_response()
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> Failure {
+    log::error!("{e}");
+    Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        internal(e)
+    }
+}
+
+impl From<RegionError> for Failure {
+    fn from(e: RegionError) -> Self {
+        let status = match &e {
+            RegionError::Invalid { .. } => StatusCode::BAD_REQUEST,
+            RegionError::Exists(_) | RegionError::AlreadyBootstrapped(_) => StatusCode::CONFLICT,
+            RegionError::Unknown(_) => StatusCode::NOT_FOUND,
+            RegionError::Decommissioned(_) => StatusCode::GONE,
+            RegionError::Store(_) | RegionError::Internal(_) => return internal(e),
+        };
+        Failure::new(status, e.to_string())
+    }
+}
+
+impl From<RequestError> for Failure {
+    fn from(e: RequestError) -> Self {
+        let message = e.to_string();
+        match e {
+            RequestError::InvalidId | RequestError::InvalidOp => {
+                Failure::new(StatusCode::BAD_REQUEST, message)
+            }
+            RequestError::UnknownRegion(_) => {
+                Failure::new(StatusCode::NOT_FOUND, message).code(code::NOT_FOUND)
+            }
+            RequestError::NotFound(_) => {
+                Failure::new(StatusCode::NOT_FOUND, message).code(code::NOT_FOUND)
+            }
+            RequestError::Decommissioned(_) | RequestError::Cancelled { .. } => {
+                Failure::new(StatusCode::GONE, message)
+            }
+            RequestError::TooLarge { size, limit, .. } => {
+                let mut f =
+                    Failure::new(StatusCode::PAYLOAD_TOO_LARGE, message).code(code::TOO_LARGE);
+                f.1.limit_bytes = Some(limit);
+                f.1.size_bytes = Some(size);
+                f
+            }
+            RequestError::DuplicateId { .. } => {
+                Failure::new(StatusCode::CONFLICT, message).code(code::DUPLICATE_ID)
+            }
+            RequestError::Timeout { .. } => {
+                Failure::new(StatusCode::GATEWAY_TIMEOUT, message).code(code::TIMEOUT)
+            }
+            RequestError::Store(_) | RequestError::Internal(_) => internal(message),
+        }
+    }
+}
+
+impl From<InstanceError> for Failure {
+    fn from(e: InstanceError) -> Self {
+        let message = e.to_string();
+        match e {
+            InstanceError::Invalid { .. } => Failure::new(StatusCode::BAD_REQUEST, message),
+            InstanceError::Exists(_) | InstanceError::Busy(_) => {
+                Failure::new(StatusCode::CONFLICT, message)
+            }
+            InstanceError::UnknownRegion(_) | InstanceError::NotFound(_) => {
+                Failure::new(StatusCode::NOT_FOUND, message)
+            }
+            InstanceError::Decommissioned(_) => Failure::new(StatusCode::GONE, message),
+            InstanceError::Unavailable {
+                available_in,
+                degraded_in,
+                ..
+            } => {
+                let mut f = Failure::new(StatusCode::CONFLICT, message);
+                f.1.available_in = Some(available_in);
+                f.1.degraded_in = Some(degraded_in);
+                f
+            }
+            InstanceError::Store(_) | InstanceError::Internal(_) => internal(message),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_refusals_carry_their_code_and_numbers() {
+        let f = Failure::from(RequestError::TooLarge {
+            id: "r".into(),
+            region: "eu".into(),
+            size: 5000,
+            limit: 4096,
+        });
+        assert_eq!(f.0, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(f.1.code.as_deref(), Some("too_large"));
+        assert_eq!((f.1.limit_bytes, f.1.size_bytes), (Some(4096), Some(5000)));
+        let f = Failure::from(RequestError::DuplicateId {
+            id: "r".into(),
+            region: "eu".into(),
+            op: "get_inventory".into(),
+        });
+        assert_eq!(f.0, StatusCode::CONFLICT);
+        assert_eq!(f.1.code.as_deref(), Some("duplicate_id"));
+        assert!(
+            f.1.error.starts_with("id: request r already exists"),
+            "{}",
+            f.1.error
+        );
+        let json = serde_json::to_value(&f.1).unwrap();
+        assert!(json.get("limit_bytes").is_none(), "{json}");
+    }
+
+    #[test]
+    fn every_concern_maps_onto_the_documented_statuses() {
+        assert_eq!(
+            Failure::from(RegionError::Exists("eu".into())).0,
+            StatusCode::CONFLICT
+        );
+        assert_eq!(
+            Failure::from(RegionError::Decommissioned("eu".into())).0,
+            StatusCode::GONE
+        );
+        let f = Failure::from(InstanceError::Unavailable {
+            message: "no region advertises".into(),
+            available_in: vec![],
+            degraded_in: vec!["b".into()],
+        });
+        assert_eq!(f.0, StatusCode::CONFLICT);
+        assert_eq!(f.1.available_in, Some(vec![]));
+        assert_eq!(
+            Failure::from(InstanceError::NotFound("x".into())).0,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            Failure::from(RequestError::Cancelled {
+                id: "r".into(),
+                region: "eu".into(),
+                message: "decommissioned".into()
+            })
+            .0,
+            StatusCode::GONE
+        );
+    }
+}

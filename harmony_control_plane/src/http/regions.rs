@@ -1,0 +1,69 @@
+//! `/v1/admin/regions...` and `/v1/regions...`.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use harmony_api::{BootstrapToken, CreateRegion, Decommissioned, RegionList, RegionView};
+
+use super::{AppState, Body, Failure};
+use crate::services::identities;
+use crate::services::regions::{self, Minted, RegionError};
+
+fn token(m: Minted) -> (StatusCode, Json<BootstrapToken>) {
+    (
+        StatusCode::CREATED,
+        Json(BootstrapToken {
+            region: m.region,
+            zone: m.zone,
+            bootstrap_token: m.token,
+            bootstrap_expires_at: m.expires_at,
+        }),
+    )
+}
+
+/// `POST /v1/admin/regions`: 201 with the bootstrap token (shown once), 409 if it exists.
+pub async fn create(
+    State(s): State<AppState>,
+    Body(body): Body<CreateRegion>,
+) -> Result<(StatusCode, Json<BootstrapToken>), Failure> {
+    let minted = regions::create(&s.cp, &body.region, &body.zone, body.bootstrap_ttl_s).await?;
+    Ok(token(minted))
+}
+
+/// `POST /v1/admin/regions/{region}/bootstrap-token`: a new token for an agent that never
+/// obtained its identity.
+pub async fn new_bootstrap(
+    State(s): State<AppState>,
+    Path(region): Path<String>,
+) -> Result<(StatusCode, Json<BootstrapToken>), Failure> {
+    Ok(token(regions::new_bootstrap(&s.cp, &region).await?))
+}
+
+/// `DELETE /v1/admin/regions/{region}`: revokes the region's identity and closes its agent.
+pub async fn decommission(
+    State(s): State<AppState>,
+    Path(region): Path<String>,
+) -> Result<Json<Decommissioned>, Failure> {
+    if !identities::revoke(&s.cp, &region).await? {
+        return Err(RegionError::Unknown(region).into());
+    }
+    Ok(Json(Decommissioned {
+        region,
+        decommissioned: true,
+    }))
+}
+
+/// `GET /v1/regions`.
+pub async fn list(State(s): State<AppState>) -> Result<Json<RegionList>, Failure> {
+    Ok(Json(RegionList {
+        regions: regions::list(&s.cp).await?,
+    }))
+}
+
+/// `GET /v1/regions/{region}`.
+pub async fn one(
+    State(s): State<AppState>,
+    Path(region): Path<String>,
+) -> Result<Json<RegionView>, Failure> {
+    Ok(Json(regions::view(&s.cp, &region).await?))
+}

@@ -1,0 +1,503 @@
+//! Durable requests: persisted before they are acknowledged, delivered by whichever replica
+//! holds the region's agent (see [`super::dispatch`]), answered from the store on any replica.
+//!
+//! The id is an idempotency key: the same id with the same region, op and params bytes joins the
+//! first request (or returns its stored result); the same id with anything else is refused.
+//! Waiting uses store events (`RequestDone`, `Progress`) and polls every second as a safety net,
+//! so a lost event delays an answer by at most a second and never loses it.
+
+use harmony_agent_protocol::{Frame, MAX_FRAME_BYTES, RawJson, Req, Res, encoded_len};
+use harmony_api::{Health, RequestStatus};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+
+use super::{ControlPlane, regions};
+use crate::store::{
+    Event, NewRequest, RequestRecord, RequestState, StoreError, Submitted, next_event, now_ms,
+};
+
+/// How long a caller waits when it names no timeout.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+
+/// The safety-net poll of a waiting caller: an answer whose event was lost is seen this late.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// The longest request id.
+pub const MAX_ID_CHARS: usize = 128;
+
+/// Why a request was refused or got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The id is empty, too long or has a character other than letters, digits and `._~:-`.
+    #[error(
+        "id: must be 1 to {MAX_ID_CHARS} characters among letters, digits and . _ ~ : -; omit it to let the control plane choose"
+    )]
+    InvalidId,
+    /// The op is empty.
+    #[error("op: must name the op to run (e.g. apply_manifests, get_inventory)")]
+    InvalidOp,
+    /// No such region.
+    #[error("no region {0}; create it with POST /v1/admin/regions")]
+    UnknownRegion(String),
+    /// The region is decommissioned.
+    #[error("region {0} is decommissioned; no agent will answer")]
+    Decommissioned(String),
+    /// The `req` frame would exceed what the region's agent accepts: refused, never queued.
+    #[error(
+        "request {id}: its req frame would be {size} bytes, over the {limit}-byte limit of region {region}'s agent; send fewer or smaller manifests per request"
+    )]
+    TooLarge {
+        /// The request id.
+        id: String,
+        /// The region.
+        region: String,
+        /// The encoded frame's size.
+        size: u64,
+        /// The agent's limit (from its last hello).
+        limit: u64,
+    },
+    /// The id is taken by a request with another region, op or params.
+    #[error(
+        "id: request {id} already exists with a different op or params (region {region}, op {op}); resend exactly the same body to read its result, or choose a new id for a different request"
+    )]
+    DuplicateId {
+        /// The id.
+        id: String,
+        /// The stored request's region.
+        region: String,
+        /// The stored request's op.
+        op: String,
+    },
+    /// No answer within the wait; the request stays queued.
+    #[error(
+        "timed out after {waited_s:.1}s waiting for region {region} to answer request {id} (region {health}: {reason}); the request stays queued: retry with the same id to join it instead of acting twice, or read it with GET /v1/requests/{id}"
+    )]
+    Timeout {
+        /// The request id.
+        id: String,
+        /// The region.
+        region: String,
+        /// How long the caller waited, in seconds.
+        waited_s: f64,
+        /// The region's health when the wait ended.
+        health: Health,
+        /// Why.
+        reason: String,
+    },
+    /// The request was dropped before an answer (its region was decommissioned).
+    #[error("request {id} to region {region} was dropped before an answer: {message}")]
+    Cancelled {
+        /// The request id.
+        id: String,
+        /// The region.
+        region: String,
+        /// Why.
+        message: String,
+    },
+    /// No request with this id (never submitted, or pruned after the retention).
+    #[error(
+        "no request {0}; finished requests are kept for the control plane's --request-retention-s"
+    )]
+    NotFound(String),
+    /// The state database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Something that should not happen (a stored result that does not parse, no randomness).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// A request as the caller sent it.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The idempotency key; chosen at random when `None`.
+    pub id: Option<String>,
+    /// The op.
+    pub op: String,
+    /// The params, byte for byte.
+    pub params: RawJson,
+}
+
+/// A persisted request.
+#[derive(Debug, Clone)]
+pub struct Accepted {
+    /// Its id.
+    pub id: String,
+    /// Its region.
+    pub region: String,
+    /// Whether this call created it (`false`: it joined an identical earlier one).
+    pub created: bool,
+}
+
+/// Something a waiting caller learns.
+#[derive(Debug)]
+pub enum Update {
+    /// The agent's progress.
+    Progress {
+        /// A short stage name.
+        stage: String,
+        /// Detail for people.
+        detail: String,
+    },
+    /// The end: the answer, or why there is none.
+    Finished(Result<Res, RequestError>),
+}
+
+/// The wait a caller gets: what it asked for (default [`DEFAULT_WAIT`]), capped by the server.
+pub fn wait_for(asked_s: Option<f64>, max: Duration) -> Duration {
+    asked_s
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .map(Duration::from_secs_f64)
+        .unwrap_or(DEFAULT_WAIT)
+        .min(max)
+}
+
+/// Checks a caller's id, or picks a random one.
+pub fn request_id(id: Option<String>) -> Result<String, RequestError> {
+    match id {
+        // The id is a path segment of `GET /v1/requests/{id}`: only characters that need no
+        // escaping there.
+        Some(id)
+            if !id.is_empty()
+                && id.len() <= MAX_ID_CHARS
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._~:-".contains(&b)) =>
+        {
+            Ok(id)
+        }
+        Some(_) => Err(RequestError::InvalidId),
+        None => super::random_hex(16).map_err(|e| RequestError::Internal(e.to_string())),
+    }
+}
+
+/// The size of the `req` frame that would carry this request, and whether it fits `limit`.
+pub fn frame_size(id: &str, op: &str, params: &RawJson) -> u64 {
+    let req = Req {
+        id: id.to_string(),
+        op: op.to_string(),
+        params: params.clone(),
+    };
+    encoded_len(&Frame::Req(req)) as u64
+}
+
+/// Persists a request for `region` (or finds the identical one already stored) and wakes the
+/// replica holding the region's agent.
+pub async fn submit(
+    cp: &ControlPlane,
+    region: &str,
+    sub: Submission,
+) -> Result<Accepted, RequestError> {
+    let id = request_id(sub.id)?;
+    if sub.op.trim().is_empty() {
+        return Err(RequestError::InvalidOp);
+    }
+    let record = cp
+        .store
+        .region(region)
+        .await?
+        .ok_or_else(|| RequestError::UnknownRegion(region.to_string()))?;
+    if record.decommissioned_at.is_some() {
+        return Err(RequestError::Decommissioned(region.to_string()));
+    }
+    // The agent's limit from its last hello; before any hello, the protocol's default.
+    let limit = cp
+        .store
+        .session(region)
+        .await?
+        .map_or(MAX_FRAME_BYTES as u64, |s| s.max_frame_bytes);
+    let size = frame_size(&id, &sub.op, &sub.params);
+    if size > limit {
+        return Err(RequestError::TooLarge {
+            id,
+            region: region.to_string(),
+            size,
+            limit,
+        });
+    }
+    let new = NewRequest::new(&id, region, &sub.op, sub.params.get(), now_ms());
+    match cp.store.submit_request(&new).await? {
+        Submitted::Created => {
+            log::debug!("request {id} for region {region}: op {} queued", sub.op);
+            let queued = Event::RequestQueued {
+                region: region.to_string(),
+            };
+            if let Err(e) = cp.store.publish(&queued).await {
+                // The holder's one-second poll delivers it anyway.
+                log::warn!("request {id}: {e}");
+            }
+            Ok(Accepted {
+                id,
+                region: region.to_string(),
+                created: true,
+            })
+        }
+        Submitted::Existing(r) => {
+            log::debug!("request {id} for region {region}: joins the identical earlier request");
+            Ok(Accepted {
+                id,
+                region: r.region,
+                created: false,
+            })
+        }
+        Submitted::Mismatch(r) => Err(RequestError::DuplicateId {
+            id,
+            region: r.region,
+            op: r.op,
+        }),
+    }
+}
+
+/// Submits a request and waits up to `wait` for its answer.
+pub async fn call(
+    cp: &ControlPlane,
+    region: &str,
+    sub: Submission,
+    wait: Duration,
+) -> Result<Res, RequestError> {
+    // Subscribed before submitting, so the answer's event cannot slip in between.
+    let mut events = cp.store.subscribe();
+    let accepted = submit(cp, region, sub).await?;
+    await_answer(cp, &accepted, &mut events, wait, |_, _| {}).await
+}
+
+/// Submits a request and streams its progress, then its answer. Refusals at submit (unknown
+/// region, too large, duplicate id) are returned before anything is streamed.
+pub async fn stream(
+    cp: Arc<ControlPlane>,
+    region: &str,
+    sub: Submission,
+    wait: Duration,
+) -> Result<(Accepted, mpsc::Receiver<Update>), RequestError> {
+    let mut events = cp.store.subscribe();
+    let accepted = submit(&cp, region, sub).await?;
+    let (tx, rx) = mpsc::channel(64);
+    let task_accepted = accepted.clone();
+    tokio::spawn(async move {
+        let progress_tx = tx.clone();
+        let on_progress = move |stage: String, detail: String| {
+            // A slow reader loses progress lines, never the answer.
+            let _ = progress_tx.try_send(Update::Progress { stage, detail });
+        };
+        let answer = await_answer(&cp, &task_accepted, &mut events, wait, on_progress).await;
+        let _ = tx.send(Update::Finished(answer)).await;
+    });
+    Ok((accepted, rx))
+}
+
+/// Waits up to `wait` for the answer of an accepted request (subscribing now).
+pub async fn wait_answer(
+    cp: &ControlPlane,
+    accepted: &Accepted,
+    wait: Duration,
+) -> Result<Res, RequestError> {
+    let mut events = cp.store.subscribe();
+    await_answer(cp, accepted, &mut events, wait, |_, _| {}).await
+}
+
+async fn await_answer(
+    cp: &ControlPlane,
+    accepted: &Accepted,
+    events: &mut broadcast::Receiver<Event>,
+    wait: Duration,
+    mut on_progress: impl FnMut(String, String),
+) -> Result<Res, RequestError> {
+    let id = accepted.id.as_str();
+    let started = Instant::now();
+    let deadline = started + wait;
+    loop {
+        let record = cp
+            .store
+            .request(id)
+            .await?
+            .ok_or_else(|| RequestError::NotFound(id.to_string()))?;
+        if record.state.is_finished() {
+            return finished(record);
+        }
+        // Wait for this request's answer event, a resync, or the next poll.
+        let wake = deadline.min(Instant::now() + POLL);
+        loop {
+            tokio::select! {
+                event = next_event(events) => match event {
+                    Some(Event::RequestDone { id: done }) if done == id => break,
+                    Some(Event::Resync) => break,
+                    Some(Event::Progress { id: of, stage, detail }) if of == id => {
+                        on_progress(stage, detail);
+                    }
+                    Some(_) => {}
+                    // The store's event stream ended: polling alone from here on.
+                    None => tokio::time::sleep_until(wake).await,
+                },
+                _ = tokio::time::sleep_until(wake) => break,
+            }
+            if Instant::now() >= wake {
+                break;
+            }
+        }
+        if Instant::now() >= deadline {
+            // One last read: the answer may have arrived with the deadline.
+            if let Some(r) = cp.store.request(id).await?
+                && r.state.is_finished()
+            {
+                return finished(r);
+            }
+            let session = cp.store.session(&accepted.region).await?;
+            let policy = cp.settings.policy;
+            let (health, reason, _) = regions::health_of(session.as_ref(), now_ms(), &policy);
+            return Err(RequestError::Timeout {
+                id: id.to_string(),
+                region: accepted.region.clone(),
+                waited_s: started.elapsed().as_secs_f64(),
+                health,
+                reason,
+            });
+        }
+    }
+}
+
+/// The answer of a finished request.
+fn finished(r: RequestRecord) -> Result<Res, RequestError> {
+    let res = parse_res(&r)?;
+    match r.state {
+        RequestState::Cancelled => Err(RequestError::Cancelled {
+            id: r.id,
+            region: r.region,
+            message: res
+                .and_then(|res| res.error.map(|e| e.message))
+                .unwrap_or_else(|| "no reason stored".into()),
+        }),
+        _ => res.ok_or_else(|| RequestError::Internal(format!("request {} has no result", r.id))),
+    }
+}
+
+fn parse_res(r: &RequestRecord) -> Result<Option<Res>, RequestError> {
+    r.res
+        .as_deref()
+        .map(serde_json::from_str::<Res>)
+        .transpose()
+        .map_err(|e| RequestError::Internal(format!("the stored result of request {}: {e}", r.id)))
+}
+
+/// A request as stored, for `GET /v1/requests/{id}`.
+pub async fn status(cp: &ControlPlane, id: &str) -> Result<RequestStatus, RequestError> {
+    let r = cp
+        .store
+        .request(id)
+        .await?
+        .ok_or_else(|| RequestError::NotFound(id.to_string()))?;
+    let res = parse_res(&r)?;
+    Ok(RequestStatus {
+        state: match r.state {
+            RequestState::Queued => harmony_api::RequestState::Queued,
+            RequestState::Sent => harmony_api::RequestState::Sent,
+            RequestState::Done => harmony_api::RequestState::Done,
+            RequestState::Cancelled => harmony_api::RequestState::Cancelled,
+        },
+        id: r.id,
+        region: r.region,
+        op: r.op,
+        deliveries: r.deliveries,
+        created_at: r.created_at,
+        completed_at: r.completed_at,
+        res,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_checked_or_chosen() {
+        assert_eq!(request_id(Some("a".into())).unwrap(), "a");
+        assert!(matches!(
+            request_id(Some(String::new())),
+            Err(RequestError::InvalidId)
+        ));
+        assert!(matches!(
+            request_id(Some("x".repeat(129))),
+            Err(RequestError::InvalidId)
+        ));
+        assert!(request_id(Some("x".repeat(128))).is_ok());
+        assert!(request_id(Some("svc-1.create.2:a_b~c".into())).is_ok());
+        for bad in ["a/b", "a b", "é", "a?b", "a%2F"] {
+            assert!(
+                matches!(request_id(Some(bad.into())), Err(RequestError::InvalidId)),
+                "{bad}"
+            );
+        }
+        let chosen = request_id(None).unwrap();
+        assert_eq!(chosen.len(), 32);
+        assert_ne!(chosen, request_id(None).unwrap());
+    }
+
+    #[test]
+    fn the_frame_size_is_the_exact_encoded_req() {
+        let params = RawJson::from_string(r#"{"n": 1e2}"#.into()).unwrap();
+        let encoded = harmony_agent_protocol::encode(&Frame::Req(Req {
+            id: "r1".into(),
+            op: "apply_manifests".into(),
+            params: params.clone(),
+        }));
+        // The params bytes travel as sent: 1e2 stays 1e2.
+        assert!(encoded.contains(r#"{"n": 1e2}"#), "{encoded}");
+        assert_eq!(
+            frame_size("r1", "apply_manifests", &params),
+            encoded.len() as u64
+        );
+    }
+
+    #[test]
+    fn waits_default_to_a_minute_and_are_capped() {
+        let max = Duration::from_secs(300);
+        assert_eq!(wait_for(None, max), DEFAULT_WAIT);
+        assert_eq!(wait_for(Some(2.5), max), Duration::from_millis(2500));
+        assert_eq!(wait_for(Some(1e6), max), max);
+        assert_eq!(wait_for(Some(0.0), max), DEFAULT_WAIT);
+    }
+
+    fn record(state: RequestState, res: Option<&str>) -> RequestRecord {
+        RequestRecord {
+            id: "r1".into(),
+            region: "eu".into(),
+            op: "get_inventory".into(),
+            params: "null".into(),
+            body_hash: [0; 32],
+            state,
+            res: res.map(str::to_string),
+            seq: 1,
+            created_at: 1,
+            sent_at: None,
+            completed_at: None,
+            deliveries: 1,
+        }
+    }
+
+    #[test]
+    fn a_finished_request_answers_its_stored_result_byte_for_byte() {
+        let done = record(
+            RequestState::Done,
+            Some(r#"{"id":"r1","ok":true,"result":{"n":1e2}}"#),
+        );
+        let res = finished(done).unwrap();
+        assert_eq!(res.result.unwrap().get(), r#"{"n":1e2}"#);
+        let cancelled = record(
+            RequestState::Cancelled,
+            Some(
+                r#"{"id":"r1","ok":false,"error":{"code":"unreachable","message":"region eu was decommissioned"}}"#,
+            ),
+        );
+        match finished(cancelled) {
+            Err(RequestError::Cancelled { message, .. }) => {
+                assert_eq!(message, "region eu was decommissioned")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            finished(record(RequestState::Done, Some("{"))),
+            Err(RequestError::Internal(_))
+        ));
+    }
+}

@@ -1,0 +1,252 @@
+//! Regions, bootstrap tokens and identities in PostgreSQL.
+
+use deadpool_postgres::{Client, GenericClient};
+use tokio_postgres::Row;
+
+use super::Error;
+
+use crate::store::{
+    BootstrapFacts, Credential, Exchange, IdentityFacts, Refusal, RegionRecord, now_ms,
+};
+
+const REGION_SELECT: &str = "SELECT r.name, r.zone, r.created_at, r.decommissioned_at,
+        EXISTS(SELECT 1 FROM identities i WHERE i.region = r.name AND i.revoked_at IS NULL)
+     FROM regions r";
+
+fn region_row(r: &Row) -> Result<RegionRecord, Error> {
+    Ok(RegionRecord {
+        name: r.try_get(0)?,
+        zone: r.try_get(1)?,
+        created_at: r.try_get(2)?,
+        decommissioned_at: r.try_get(3)?,
+        has_identity: r.try_get(4)?,
+    })
+}
+
+/// One statement: insert, or re-commission a decommissioned region; nothing for an active one.
+pub async fn create_region(c: &Client, region: &str, zone: &str) -> Result<bool, Error> {
+    let n = c
+        .execute(
+            "INSERT INTO regions (name, zone, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE
+               SET zone = EXCLUDED.zone, created_at = EXCLUDED.created_at, decommissioned_at = NULL
+               WHERE regions.decommissioned_at IS NOT NULL",
+            &[&region, &zone, &now_ms()],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn region(c: &Client, name: &str) -> Result<Option<RegionRecord>, Error> {
+    let row = c
+        .query_opt(&format!("{REGION_SELECT} WHERE r.name = $1"), &[&name])
+        .await?;
+    row.as_ref().map(region_row).transpose()
+}
+
+pub async fn regions(c: &Client) -> Result<Vec<RegionRecord>, Error> {
+    let rows = c
+        .query(&format!("{REGION_SELECT} ORDER BY r.name"), &[])
+        .await?;
+    rows.iter().map(region_row).collect()
+}
+
+pub async fn decommission(c: &mut Client, region: &str) -> Result<bool, Error> {
+    let tx = c.transaction().await?;
+    let now = now_ms();
+    let n = tx
+        .execute(
+            "UPDATE regions SET decommissioned_at = $2 WHERE name = $1 AND decommissioned_at IS NULL",
+            &[&region, &now],
+        )
+        .await?;
+    tx.execute(
+        "UPDATE identities SET revoked_at = $2 WHERE region = $1 AND revoked_at IS NULL",
+        &[&region, &now],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE bootstrap_tokens SET revoked_at = $2 WHERE region = $1 AND revoked_at IS NULL",
+        &[&region, &now],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(n == 1)
+}
+
+pub async fn add_bootstrap(
+    c: &mut Client,
+    region: &str,
+    hash: &[u8; 32],
+    salt: &[u8; 32],
+    expires_at: i64,
+) -> Result<i64, Error> {
+    let tx = c.transaction().await?;
+    let now = now_ms();
+    tx.execute(
+        "UPDATE bootstrap_tokens SET revoked_at = $2 WHERE region = $1 AND revoked_at IS NULL",
+        &[&region, &now],
+    )
+    .await?;
+    let row = tx
+        .query_one(
+            "INSERT INTO bootstrap_tokens (region, hash, salt, created_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            &[&region, &&hash[..], &&salt[..], &now, &expires_at],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(row.try_get(0)?)
+}
+
+/// Looks the hash up as an identity, then as a bootstrap token, and decides at `now`.
+pub async fn check(
+    c: &Client,
+    hash: &[u8; 32],
+    now: i64,
+) -> Result<Result<Credential, Refusal>, Error> {
+    let identity = c
+        .query_opt(
+            "SELECT i.region, r.zone, i.revoked_at IS NOT NULL OR r.decommissioned_at IS NOT NULL,
+                    i.expires_at, i.valid_until
+             FROM identities i JOIN regions r ON r.name = i.region WHERE i.hash = $1",
+            &[&&hash[..]],
+        )
+        .await?;
+    if let Some(r) = identity {
+        let facts = IdentityFacts {
+            region: r.try_get(0)?,
+            zone: r.try_get(1)?,
+            revoked: r.try_get(2)?,
+            expires_at: r.try_get(3)?,
+            valid_until: r.try_get(4)?,
+        };
+        return Ok(facts.decide(now));
+    }
+    let bootstrap = c
+        .query_opt(
+            "SELECT t.id, t.region, r.zone, t.salt, t.expires_at, t.used_at IS NOT NULL,
+                    t.revoked_at IS NOT NULL, r.decommissioned_at IS NOT NULL,
+                    COALESCE(i.id IS NOT NULL AND i.first_used_at IS NULL AND i.revoked_at IS NULL
+                        AND i.valid_until IS NULL, FALSE)
+             FROM bootstrap_tokens t JOIN regions r ON r.name = t.region
+             LEFT JOIN identities i ON i.bootstrap_id = t.id
+             WHERE t.hash = $1",
+            &[&&hash[..]],
+        )
+        .await?;
+    let Some(r) = bootstrap else {
+        return Ok(Err(Refusal::Unknown));
+    };
+    let salt: Vec<u8> = r.try_get(3)?;
+    let salt = <[u8; 32]>::try_from(salt)
+        .map_err(|_| Error::Data("a stored bootstrap salt is not 32 bytes".into()))?;
+    let facts = BootstrapFacts {
+        id: r.try_get(0)?,
+        region: r.try_get(1)?,
+        zone: r.try_get(2)?,
+        salt,
+        expires_at: r.try_get(4)?,
+        used: r.try_get(5)?,
+        superseded: r.try_get(6)?,
+        decommissioned: r.try_get(7)?,
+        identity_unused: r.try_get(8)?,
+    };
+    Ok(facts.decide(now))
+}
+
+pub async fn exchange(
+    c: &mut Client,
+    bootstrap_id: i64,
+    region: &str,
+    identity_hash: &[u8; 32],
+    expires_at: i64,
+) -> Result<Exchange, Error> {
+    let tx = c.transaction().await?;
+    let now = now_ms();
+    // A concurrent exchange of the same token waits on the row lock, then sees it used and
+    // finds the identity the first one stored.
+    let n = tx
+        .execute(
+            "UPDATE bootstrap_tokens SET used_at = $3
+             WHERE id = $1 AND region = $2 AND used_at IS NULL AND revoked_at IS NULL",
+            &[&bootstrap_id, &region, &now],
+        )
+        .await?;
+    let outcome = if n == 1 {
+        tx.execute(
+            "INSERT INTO identities (region, hash, created_at, expires_at, bootstrap_id)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &region,
+                &&identity_hash[..],
+                &now,
+                &expires_at,
+                &bootstrap_id,
+            ],
+        )
+        .await?;
+        Exchange::Issued
+    } else {
+        let again = tx
+            .query_opt(
+                "SELECT i.expires_at FROM bootstrap_tokens t JOIN identities i ON i.bootstrap_id = t.id
+                 WHERE t.id = $1 AND t.region = $2 AND i.hash = $3 AND t.revoked_at IS NULL
+                   AND i.first_used_at IS NULL AND i.revoked_at IS NULL AND i.valid_until IS NULL",
+                &[&bootstrap_id, &region, &&identity_hash[..]],
+            )
+            .await?;
+        match again {
+            Some(r) => Exchange::AlreadyIssuedUnused {
+                expires_at: r.try_get(0)?,
+            },
+            None => Exchange::Used,
+        }
+    };
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+pub async fn mark_identity_used(c: &Client, hash: &[u8; 32], now: i64) -> Result<(), Error> {
+    c.execute(
+        "UPDATE identities SET first_used_at = $2 WHERE hash = $1 AND first_used_at IS NULL",
+        &[&&hash[..], &now],
+    )
+    .await?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)] // the trait method's arguments, plus the client
+pub async fn rotate_identity(
+    c: &mut Client,
+    region: &str,
+    old: &[u8; 32],
+    new: &[u8; 32],
+    now: i64,
+    new_expires_at: i64,
+    old_valid_until: i64,
+) -> Result<bool, Error> {
+    let tx = c.transaction().await?;
+    let n = tx
+        .execute(
+            "UPDATE identities
+             SET valid_until = LEAST(COALESCE(valid_until, $4), $4),
+                 first_used_at = COALESCE(first_used_at, $3)
+             WHERE region = $1 AND hash = $2 AND revoked_at IS NULL
+               AND (expires_at IS NULL OR expires_at > $3)
+               AND (valid_until IS NULL OR valid_until > $3)
+               AND EXISTS(SELECT 1 FROM regions r WHERE r.name = $1 AND r.decommissioned_at IS NULL)",
+            &[&region, &&old[..], &now, &old_valid_until],
+        )
+        .await?;
+    if n != 1 {
+        return Ok(false);
+    }
+    tx.execute(
+        "INSERT INTO identities (region, hash, created_at, expires_at) VALUES ($1, $2, $3, $4)",
+        &[&region, &&new[..], &now_ms(), &new_expires_at],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}

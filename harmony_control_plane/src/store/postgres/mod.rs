@@ -1,0 +1,412 @@
+//! The PostgreSQL adapter, for N replicas on one database: a deadpool of tokio-postgres
+//! connections, TLS as the URL's `sslmode` says with the server certificate always verified
+//! ([`tls`]: `--database-ca-file` or the system's CAs), every compare-and-set as one statement,
+//! and events over LISTEN/NOTIFY ([`events`]) on a connection made the same way.
+
+mod events;
+mod identity;
+mod requests;
+mod schema;
+mod services;
+mod sessions;
+pub mod tls;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use harmony_agent_protocol::InstanceState;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+pub use events::{CHANNEL, MAX_PAYLOAD};
+
+use super::{
+    Credential, Event, Exchange, Heartbeat, NewRequest, Outcome, Refusal, RegionRecord,
+    RequestRecord, RequestState, ServiceRecord, SessionRecord, Store, StoreError, Submitted,
+};
+
+const BACKEND: &str = "postgres";
+/// Events buffered per subscriber before it lags (and gets [`Event::Resync`]).
+const EVENT_BUFFER: usize = 4096;
+/// Used when the URL sets no `connect_timeout`.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call waits for a free pooled connection before failing.
+const POOL_WAIT: Duration = Duration::from_secs(10);
+/// TCP keepalive idle time, so a dead server is noticed on idle connections.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+
+/// An error and its causes, joined (tokio-postgres puts the server's message in the source).
+pub(super) fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        // Many errors (tokio-postgres', deadpool's) already print their cause: say it once.
+        let text = cause.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        source = cause.source();
+    }
+    s
+}
+
+/// What a PostgreSQL call can fail with.
+#[derive(Debug)]
+pub(super) enum Error {
+    /// The server or the driver.
+    Db(tokio_postgres::Error),
+    /// A stored value that is not what the schema promises.
+    Data(String),
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Error::Db(e)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Db(e) => f.write_str(&tls::explain(e)),
+            Error::Data(s) => f.write_str(s),
+        }
+    }
+}
+
+/// The PostgreSQL store. Dropping it stops its event listener.
+pub struct PostgresStore {
+    pool: Pool,
+    events: broadcast::Sender<Event>,
+    listener: JoinHandle<()>,
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+/// Runs `$body` (a future using the pooled client `$c`) as operation `$op`.
+macro_rules! pooled {
+    ($self:ident, $op:literal, $c:ident => $body:expr) => {{
+        #[allow(unused_mut)]
+        let mut $c = $self.client($op).await?;
+        $body.await.map_err(|e| StoreError::new(BACKEND, $op, e))
+    }};
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user:password@host:port/dbname?sslmode=require`), creates
+    /// or checks the schema (serialised between replicas by an advisory lock) and starts
+    /// listening for events. `pool_size` connections at most, plus one for events. TLS follows
+    /// the URL's `sslmode`, verifying the server against the PEM CAs of `ca_file` (or the
+    /// system's).
+    pub async fn connect(
+        url: &str,
+        pool_size: usize,
+        ca_file: Option<&Path>,
+    ) -> Result<Self, StoreError> {
+        let fail = |op, cause: String| StoreError::new(BACKEND, op, cause);
+        if pool_size == 0 {
+            return Err(fail(
+                "size the connection pool",
+                "the pool size is 0; give at least 1".into(),
+            ));
+        }
+        // The URL may hold a password: errors quote the driver, never the URL.
+        let mut config = tls::parse_url(url).map_err(|e| fail("parse --database-url", e))?;
+        let tls = tls::connector(&config, ca_file).map_err(|e| fail("set up TLS", e))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("harmony-control-plane");
+        }
+        config.keepalives(true).keepalives_idle(KEEPALIVE_IDLE);
+
+        let manager = Manager::from_config(
+            config.clone(),
+            tls.clone(),
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| fail("build the connection pool", chain(&e)))?;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| fail("connect", tls::explain(&e)))?;
+        schema::migrate(&mut client)
+            .await
+            .map_err(|e| fail("create or check the schema", e))?;
+        drop(client);
+
+        let events = broadcast::channel(EVENT_BUFFER).0;
+        let first = events::connect(&config, &tls)
+            .await
+            .map_err(|e| fail("listen for events", e))?;
+        let listener = events::spawn(config, tls, first, events.clone());
+        Ok(Self {
+            pool,
+            events,
+            listener,
+        })
+    }
+
+    async fn client(&self, op: &'static str) -> Result<deadpool_postgres::Client, StoreError> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| StoreError::new(BACKEND, op, tls::explain(&e)))
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn create_region(&self, region: &str, zone: &str) -> Result<bool, StoreError> {
+        pooled!(self, "create a region", c => identity::create_region(&c, region, zone))
+    }
+
+    async fn region(&self, name: &str) -> Result<Option<RegionRecord>, StoreError> {
+        pooled!(self, "read a region", c => identity::region(&c, name))
+    }
+
+    async fn regions(&self) -> Result<Vec<RegionRecord>, StoreError> {
+        pooled!(self, "list regions", c => identity::regions(&c))
+    }
+
+    async fn decommission(&self, region: &str) -> Result<bool, StoreError> {
+        pooled!(self, "decommission a region", c => identity::decommission(&mut c, region))
+    }
+
+    async fn add_bootstrap(
+        &self,
+        region: &str,
+        hash: &[u8; 32],
+        salt: &[u8; 32],
+        expires_at: i64,
+    ) -> Result<i64, StoreError> {
+        pooled!(self, "store a bootstrap token", c =>
+            identity::add_bootstrap(&mut c, region, hash, salt, expires_at))
+    }
+
+    async fn check(
+        &self,
+        token_hash: &[u8; 32],
+        now: i64,
+    ) -> Result<Result<Credential, Refusal>, StoreError> {
+        pooled!(self, "check a credential", c => identity::check(&c, token_hash, now))
+    }
+
+    async fn exchange(
+        &self,
+        bootstrap_id: i64,
+        region: &str,
+        identity_hash: &[u8; 32],
+        expires_at: i64,
+    ) -> Result<Exchange, StoreError> {
+        pooled!(self, "exchange a bootstrap token", c =>
+            identity::exchange(&mut c, bootstrap_id, region, identity_hash, expires_at))
+    }
+
+    async fn mark_identity_used(
+        &self,
+        identity_hash: &[u8; 32],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        pooled!(self, "record an identity's first use", c =>
+            identity::mark_identity_used(&c, identity_hash, now))
+    }
+
+    async fn rotate_identity(
+        &self,
+        region: &str,
+        old: &[u8; 32],
+        new: &[u8; 32],
+        now: i64,
+        new_expires_at: i64,
+        old_valid_until: i64,
+    ) -> Result<bool, StoreError> {
+        pooled!(self, "rotate an identity", c => identity::rotate_identity(
+            &mut c, region, old, new, now, new_expires_at, old_valid_until))
+    }
+
+    async fn session_open(&self, s: &SessionRecord) -> Result<bool, StoreError> {
+        pooled!(self, "record an agent session", c => sessions::open(&c, s))
+    }
+
+    async fn session_heartbeats(&self, beats: &[Heartbeat]) -> Result<u64, StoreError> {
+        if beats.is_empty() {
+            return Ok(0);
+        }
+        pooled!(self, "record heartbeats", c => sessions::heartbeats(&c, beats))
+    }
+
+    async fn session_services(
+        &self,
+        region: &str,
+        conn: &str,
+        services_json: &str,
+    ) -> Result<bool, StoreError> {
+        pooled!(self, "record advertised services", c =>
+            sessions::services(&c, region, conn, services_json))
+    }
+
+    async fn session_close(&self, region: &str, conn: &str, now: i64) -> Result<bool, StoreError> {
+        pooled!(self, "close an agent session", c => sessions::close(&c, region, conn, now))
+    }
+
+    async fn sessions_close_replica(&self, replica: &str, now: i64) -> Result<u64, StoreError> {
+        pooled!(self, "close a replica's sessions", c => sessions::close_replica(&c, replica, now))
+    }
+
+    async fn session(&self, region: &str) -> Result<Option<SessionRecord>, StoreError> {
+        pooled!(self, "read a session", c => sessions::one(&c, region))
+    }
+
+    async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        pooled!(self, "list sessions", c => sessions::all(&c))
+    }
+
+    async fn submit_request(&self, r: &NewRequest) -> Result<Submitted, StoreError> {
+        pooled!(self, "submit a request", c => requests::submit(&c, r))
+    }
+
+    async fn request(&self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
+        pooled!(self, "read a request", c => requests::one(&c, id))
+    }
+
+    async fn unanswered(&self, region: &str) -> Result<Vec<RequestRecord>, StoreError> {
+        pooled!(self, "list unanswered requests", c => requests::unanswered(&c, region))
+    }
+
+    async fn unanswered_counts(&self) -> Result<HashMap<String, u64>, StoreError> {
+        pooled!(self, "count unanswered requests", c => requests::unanswered_counts(&c))
+    }
+
+    async fn queued_regions(&self) -> Result<Vec<String>, StoreError> {
+        pooled!(self, "list regions with queued requests", c => requests::queued_regions(&c))
+    }
+
+    async fn mark_sent(&self, id: &str, now: i64) -> Result<bool, StoreError> {
+        pooled!(self, "mark a request sent", c => requests::mark_sent(&c, id, now))
+    }
+
+    async fn complete_request(
+        &self,
+        id: &str,
+        res_json: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        pooled!(self, "store a request's result", c =>
+            requests::finish(&c, id, RequestState::Done, res_json, now))
+    }
+
+    async fn cancel_request(&self, id: &str, res_json: &str, now: i64) -> Result<bool, StoreError> {
+        pooled!(self, "cancel a request", c =>
+            requests::finish(&c, id, RequestState::Cancelled, res_json, now))
+    }
+
+    async fn prune_requests(&self, older_than: i64) -> Result<u64, StoreError> {
+        pooled!(self, "prune finished requests", c => requests::prune(&c, older_than))
+    }
+
+    async fn insert_service(&self, rec: &ServiceRecord) -> Result<bool, StoreError> {
+        pooled!(self, "store a service instance", c => services::insert(&c, rec))
+    }
+
+    async fn service(&self, id: &str) -> Result<Option<ServiceRecord>, StoreError> {
+        pooled!(self, "read a service instance", c => services::one(&c, id))
+    }
+
+    async fn services(&self) -> Result<Vec<ServiceRecord>, StoreError> {
+        pooled!(self, "list service instances", c => services::all(&c))
+    }
+
+    async fn services_in_state(
+        &self,
+        state: InstanceState,
+    ) -> Result<Vec<ServiceRecord>, StoreError> {
+        pooled!(self, "list service instances by state", c => services::in_state(&c, state))
+    }
+
+    async fn live_services_by_region(&self) -> Result<HashMap<String, usize>, StoreError> {
+        pooled!(self, "count live service instances", c => services::live_by_region(&c))
+    }
+
+    async fn claim_queued(
+        &self,
+        id: &str,
+        detail: &str,
+    ) -> Result<Option<ServiceRecord>, StoreError> {
+        pooled!(self, "claim a queued service instance", c =>
+            services::claim_queued(&c, id, detail))
+    }
+
+    async fn cancel_queued(&self, id: &str) -> Result<bool, StoreError> {
+        pooled!(self, "cancel a queued service instance", c => services::cancel_queued(&c, id))
+    }
+
+    async fn next_attempt(
+        &self,
+        id: &str,
+        from: (InstanceState, u32),
+        to: InstanceState,
+        detail: &str,
+    ) -> Result<Option<ServiceRecord>, StoreError> {
+        pooled!(self, "start a service instance attempt", c =>
+            services::next_attempt(&c, id, from, to, detail))
+    }
+
+    async fn settle(
+        &self,
+        id: &str,
+        from: (InstanceState, u32),
+        outcome: &Outcome,
+    ) -> Result<bool, StoreError> {
+        pooled!(self, "settle a service instance", c => services::settle(&c, id, from, outcome))
+    }
+
+    async fn remove_service_if(
+        &self,
+        id: &str,
+        from: (InstanceState, u32),
+    ) -> Result<bool, StoreError> {
+        pooled!(self, "remove a service instance", c => services::remove_if(&c, id, from))
+    }
+
+    async fn remove_service(&self, id: &str, region: &str) -> Result<bool, StoreError> {
+        pooled!(self, "remove a service instance", c => services::remove(&c, id, region))
+    }
+
+    async fn publish(&self, e: &Event) -> Result<(), StoreError> {
+        let payload = events::encode(e)
+            .map_err(|cause| StoreError::new(BACKEND, "publish an event", cause))?;
+        pooled!(self, "publish an event", c => async {
+            c.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
+                .await
+                .map(|_| ())
+                .map_err(Error::from)
+        })
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+}

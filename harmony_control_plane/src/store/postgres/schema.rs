@@ -1,0 +1,126 @@
+//! The PostgreSQL schema, created (or checked) by every replica at start inside one transaction
+//! that holds an advisory lock, so replicas starting together do not race on `CREATE`.
+
+use deadpool_postgres::Client;
+
+/// The schema version this code writes.
+pub const VERSION: i64 = 1;
+
+/// Key of the transaction-scoped advisory lock serialising schema changes ("harmony\0").
+const SCHEMA_LOCK: i64 = 0x6861_726d_6f6e_7900;
+
+const TABLES: &str = "
+CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS regions (
+    name TEXT PRIMARY KEY,
+    zone TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    decommissioned_at BIGINT
+);
+CREATE TABLE IF NOT EXISTS bootstrap_tokens (
+    id BIGSERIAL PRIMARY KEY,
+    region TEXT NOT NULL REFERENCES regions(name),
+    hash BYTEA NOT NULL UNIQUE,
+    salt BYTEA NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    used_at BIGINT,
+    revoked_at BIGINT
+);
+CREATE TABLE IF NOT EXISTS identities (
+    id BIGSERIAL PRIMARY KEY,
+    region TEXT NOT NULL REFERENCES regions(name),
+    hash BYTEA NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT,
+    expires_at BIGINT,
+    first_used_at BIGINT,
+    valid_until BIGINT,
+    bootstrap_id BIGINT REFERENCES bootstrap_tokens(id)
+);
+CREATE TABLE IF NOT EXISTS service_instances (
+    id TEXT PRIMARY KEY,
+    service_type TEXT NOT NULL,
+    region TEXT NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT '',
+    provider TEXT,
+    outputs TEXT NOT NULL DEFAULT '{}',
+    spec TEXT NOT NULL DEFAULT '{}',
+    attempts BIGINT NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    region TEXT PRIMARY KEY,
+    replica TEXT NOT NULL,
+    conn TEXT NOT NULL,
+    connected BOOLEAN NOT NULL,
+    connected_at BIGINT NOT NULL,
+    disconnected_at BIGINT,
+    last_heartbeat_at BIGINT NOT NULL,
+    hello_json TEXT NOT NULL,
+    status_json TEXT,
+    services_json TEXT,
+    max_frame_bytes BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS requests (
+    seq BIGSERIAL NOT NULL,
+    id TEXT PRIMARY KEY,
+    region TEXT NOT NULL,
+    op TEXT NOT NULL,
+    params TEXT NOT NULL,
+    body_hash BYTEA NOT NULL,
+    state TEXT NOT NULL,
+    res TEXT,
+    created_at BIGINT NOT NULL,
+    sent_at BIGINT,
+    completed_at BIGINT,
+    deliveries BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS identities_by_region ON identities(region);
+CREATE INDEX IF NOT EXISTS identities_by_bootstrap ON identities(bootstrap_id);
+CREATE INDEX IF NOT EXISTS bootstrap_by_region ON bootstrap_tokens(region);
+CREATE INDEX IF NOT EXISTS service_instances_by_state ON service_instances(state);
+CREATE INDEX IF NOT EXISTS sessions_by_replica ON sessions(replica);
+CREATE INDEX IF NOT EXISTS requests_unanswered ON requests(region, seq)
+    WHERE state IN ('queued', 'sent');
+CREATE INDEX IF NOT EXISTS requests_queued ON requests(region) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
+    WHERE state IN ('done', 'cancelled');
+";
+
+/// Creates the schema when missing; refuses one written by a newer release.
+pub async fn migrate(client: &mut Client) -> Result<(), String> {
+    let tx = client.transaction().await.map_err(|e| super::chain(&e))?;
+    let sql = |e: tokio_postgres::Error| super::chain(&e);
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .await
+        .map_err(sql)?;
+    tx.batch_execute(TABLES).await.map_err(sql)?;
+    let stored: Option<i64> = tx
+        .query_one("SELECT MAX(version) FROM schema_version", &[])
+        .await
+        .map_err(sql)?
+        .get(0);
+    match stored {
+        Some(v) if v > VERSION => {
+            return Err(format!(
+                "the database has schema version {v}, newer than this control plane's {VERSION}; run the newer release on every replica"
+            ));
+        }
+        Some(v) if v == VERSION => {}
+        _ => {
+            tx.execute("DELETE FROM schema_version", &[])
+                .await
+                .map_err(sql)?;
+            tx.execute(
+                "INSERT INTO schema_version (version) VALUES ($1)",
+                &[&VERSION],
+            )
+            .await
+            .map_err(sql)?;
+        }
+    }
+    tx.commit().await.map_err(sql)
+}

@@ -1,0 +1,215 @@
+//! Service instances in PostgreSQL: every state change is one compare-and-set statement on
+//! (state, attempts).
+
+use deadpool_postgres::{Client, GenericClient};
+use harmony_agent_protocol::InstanceState;
+use serde_json::Value;
+use std::collections::HashMap;
+use tokio_postgres::Row;
+
+use super::Error;
+use crate::store::{Outcome, ServiceRecord, now_ms};
+
+const COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, \
+     created_at, updated_at";
+
+fn row(r: &Row) -> Result<ServiceRecord, Error> {
+    let state: String = r.try_get(3)?;
+    let outputs: String = r.try_get(6)?;
+    let spec: String = r.try_get(7)?;
+    Ok(ServiceRecord {
+        id: r.try_get(0)?,
+        service_type: r.try_get(1)?,
+        region: r.try_get(2)?,
+        state: InstanceState::parse(&state)
+            .ok_or_else(|| Error::Data(format!("unknown instance state {state:?}")))?,
+        detail: r.try_get(4)?,
+        provider: r.try_get(5)?,
+        outputs: serde_json::from_str(&outputs)
+            .map_err(|e| Error::Data(format!("stored outputs are not a JSON object: {e}")))?,
+        spec: serde_json::from_str(&spec)
+            .map_err(|e| Error::Data(format!("stored spec is not JSON: {e}")))?,
+        attempts: u32::try_from(r.try_get::<_, i64>(8)?).unwrap_or(u32::MAX),
+        created_at: r.try_get(9)?,
+        updated_at: r.try_get(10)?,
+    })
+}
+
+fn one_row(r: Option<Row>) -> Result<Option<ServiceRecord>, Error> {
+    r.as_ref().map(row).transpose()
+}
+
+pub async fn one(c: &Client, id: &str) -> Result<Option<ServiceRecord>, Error> {
+    let r = c
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM service_instances WHERE id = $1"),
+            &[&id],
+        )
+        .await?;
+    one_row(r)
+}
+
+pub async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
+    let n = c
+        .execute(
+            &format!(
+                "INSERT INTO service_instances ({COLUMNS})
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING"
+            ),
+            &[
+                &rec.id,
+                &rec.service_type,
+                &rec.region,
+                &rec.state.as_str(),
+                &rec.detail,
+                &rec.provider,
+                &Value::Object(rec.outputs.clone()).to_string(),
+                &rec.spec.to_string(),
+                &i64::from(rec.attempts),
+                &rec.created_at,
+                &rec.updated_at,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn all(c: &Client) -> Result<Vec<ServiceRecord>, Error> {
+    let rows = c
+        .query(
+            &format!("SELECT {COLUMNS} FROM service_instances ORDER BY created_at, id"),
+            &[],
+        )
+        .await?;
+    rows.iter().map(row).collect()
+}
+
+pub async fn in_state(c: &Client, state: InstanceState) -> Result<Vec<ServiceRecord>, Error> {
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM service_instances WHERE state = $1 ORDER BY created_at, id"
+            ),
+            &[&state.as_str()],
+        )
+        .await?;
+    rows.iter().map(row).collect()
+}
+
+pub async fn live_by_region(c: &Client) -> Result<HashMap<String, usize>, Error> {
+    let rows = c
+        .query(
+            "SELECT region, COUNT(*) FROM service_instances
+             WHERE state NOT IN ('failed', 'deleting') GROUP BY region",
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)?.max(0) as usize)))
+        .collect()
+}
+
+pub async fn claim_queued(
+    c: &Client,
+    id: &str,
+    detail: &str,
+) -> Result<Option<ServiceRecord>, Error> {
+    let r = c
+        .query_opt(
+            &format!(
+                "UPDATE service_instances SET state = 'pending', attempts = attempts + 1,
+                 detail = $2, updated_at = $3 WHERE id = $1 AND state = 'queued'
+                 RETURNING {COLUMNS}"
+            ),
+            &[&id, &detail, &now_ms()],
+        )
+        .await?;
+    one_row(r)
+}
+
+pub async fn cancel_queued(c: &Client, id: &str) -> Result<bool, Error> {
+    let n = c
+        .execute(
+            "DELETE FROM service_instances WHERE id = $1 AND state = 'queued'",
+            &[&id],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn next_attempt(
+    c: &Client,
+    id: &str,
+    from: (InstanceState, u32),
+    to: InstanceState,
+    detail: &str,
+) -> Result<Option<ServiceRecord>, Error> {
+    let r = c
+        .query_opt(
+            &format!(
+                "UPDATE service_instances SET state = $4, attempts = attempts + 1, detail = $5,
+                 updated_at = $6 WHERE id = $1 AND state = $2 AND attempts = $3
+                 RETURNING {COLUMNS}"
+            ),
+            &[
+                &id,
+                &from.0.as_str(),
+                &i64::from(from.1),
+                &to.as_str(),
+                &detail,
+                &now_ms(),
+            ],
+        )
+        .await?;
+    one_row(r)
+}
+
+pub async fn settle(
+    c: &Client,
+    id: &str,
+    from: (InstanceState, u32),
+    outcome: &Outcome,
+) -> Result<bool, Error> {
+    let outputs = outcome
+        .outputs
+        .as_ref()
+        .map(|o| Value::Object(o.clone()).to_string());
+    let n = c
+        .execute(
+            "UPDATE service_instances SET state = $4, detail = $5,
+             provider = COALESCE($6, provider), outputs = COALESCE($7, outputs), updated_at = $8
+             WHERE id = $1 AND state = $2 AND attempts = $3",
+            &[
+                &id,
+                &from.0.as_str(),
+                &i64::from(from.1),
+                &outcome.state.as_str(),
+                &outcome.detail,
+                &outcome.provider,
+                &outputs,
+                &now_ms(),
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn remove_if(c: &Client, id: &str, from: (InstanceState, u32)) -> Result<bool, Error> {
+    let n = c
+        .execute(
+            "DELETE FROM service_instances WHERE id = $1 AND state = $2 AND attempts = $3",
+            &[&id, &from.0.as_str(), &i64::from(from.1)],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn remove(c: &Client, id: &str, region: &str) -> Result<bool, Error> {
+    let n = c
+        .execute(
+            "DELETE FROM service_instances WHERE id = $1 AND region = $2",
+            &[&id, &region],
+        )
+        .await?;
+    Ok(n == 1)
+}

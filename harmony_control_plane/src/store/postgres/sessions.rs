@@ -1,0 +1,135 @@
+//! Session rows (one per region) in PostgreSQL.
+
+use deadpool_postgres::{Client, GenericClient};
+use tokio_postgres::Row;
+
+use super::Error;
+use crate::store::{Heartbeat, SessionRecord, merge_heartbeats};
+
+const COLUMNS: &str = "region, replica, conn, connected, connected_at, disconnected_at, \
+     last_heartbeat_at, hello_json, status_json, services_json, max_frame_bytes";
+
+fn row(r: &Row) -> Result<SessionRecord, Error> {
+    Ok(SessionRecord {
+        region: r.try_get(0)?,
+        replica: r.try_get(1)?,
+        conn: r.try_get(2)?,
+        connected: r.try_get(3)?,
+        connected_at: r.try_get(4)?,
+        disconnected_at: r.try_get(5)?,
+        last_heartbeat_at: r.try_get(6)?,
+        hello_json: r.try_get(7)?,
+        status_json: r.try_get(8)?,
+        services_json: r.try_get(9)?,
+        max_frame_bytes: r.try_get::<_, i64>(10)?.max(0) as u64,
+    })
+}
+
+pub async fn open(c: &Client, s: &SessionRecord) -> Result<bool, Error> {
+    let max_frame = i64::try_from(s.max_frame_bytes).unwrap_or(i64::MAX);
+    let n = c
+        .execute(
+            &format!(
+            "INSERT INTO sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT (region) DO UPDATE SET replica = EXCLUDED.replica, conn = EXCLUDED.conn,
+               connected = EXCLUDED.connected, connected_at = EXCLUDED.connected_at,
+               disconnected_at = EXCLUDED.disconnected_at,
+               last_heartbeat_at = EXCLUDED.last_heartbeat_at, hello_json = EXCLUDED.hello_json,
+               status_json = EXCLUDED.status_json, services_json = EXCLUDED.services_json,
+               max_frame_bytes = EXCLUDED.max_frame_bytes
+             WHERE sessions.connected_at <= EXCLUDED.connected_at"
+        ),
+            &[
+                &s.region,
+                &s.replica,
+                &s.conn,
+                &s.connected,
+                &s.connected_at,
+                &s.disconnected_at,
+                &s.last_heartbeat_at,
+                &s.hello_json,
+                &s.status_json,
+                &s.services_json,
+                &max_frame,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// One statement for the whole batch (arrays unnested into rows); beats of one connection are
+/// merged first, since a statement updates a row once.
+pub async fn heartbeats(c: &Client, beats: &[Heartbeat]) -> Result<u64, Error> {
+    let merged = merge_heartbeats(beats);
+    let regions: Vec<&str> = merged.iter().map(|b| b.region.as_str()).collect();
+    let conns: Vec<&str> = merged.iter().map(|b| b.conn.as_str()).collect();
+    let ats: Vec<i64> = merged.iter().map(|b| b.at).collect();
+    let statuses: Vec<Option<&str>> = merged.iter().map(|b| b.status_json.as_deref()).collect();
+    let n = c
+        .execute(
+            "UPDATE sessions s SET last_heartbeat_at = GREATEST(s.last_heartbeat_at, b.at),
+                 status_json = COALESCE(b.status, s.status_json)
+             FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[]) AS b(region, conn, at, status)
+             WHERE s.region = b.region AND s.conn = b.conn AND s.connected",
+            &[&regions, &conns, &ats, &statuses],
+        )
+        .await?;
+    Ok(n)
+}
+
+pub async fn services(
+    c: &Client,
+    region: &str,
+    conn: &str,
+    services_json: &str,
+) -> Result<bool, Error> {
+    let n = c
+        .execute(
+            "UPDATE sessions SET services_json = $3 WHERE region = $1 AND conn = $2 AND connected",
+            &[&region, &conn, &services_json],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn close(c: &Client, region: &str, conn: &str, now: i64) -> Result<bool, Error> {
+    let n = c
+        .execute(
+            "UPDATE sessions SET connected = FALSE, disconnected_at = $3
+             WHERE region = $1 AND conn = $2 AND connected",
+            &[&region, &conn, &now],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn close_replica(c: &Client, replica: &str, now: i64) -> Result<u64, Error> {
+    let n = c
+        .execute(
+            "UPDATE sessions SET connected = FALSE, disconnected_at = $2
+             WHERE replica = $1 AND connected",
+            &[&replica, &now],
+        )
+        .await?;
+    Ok(n)
+}
+
+pub async fn one(c: &Client, region: &str) -> Result<Option<SessionRecord>, Error> {
+    let r = c
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM sessions WHERE region = $1"),
+            &[&region],
+        )
+        .await?;
+    r.as_ref().map(row).transpose()
+}
+
+pub async fn all(c: &Client) -> Result<Vec<SessionRecord>, Error> {
+    let rows = c
+        .query(
+            &format!("SELECT {COLUMNS} FROM sessions ORDER BY region"),
+            &[],
+        )
+        .await?;
+    rows.iter().map(row).collect()
+}

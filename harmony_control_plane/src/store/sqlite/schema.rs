@@ -1,0 +1,177 @@
+//! The SQLite schema and its migrations. Version 1 is this release's schema; a database file of
+//! the previous release (regions, bootstrap_tokens, identities, service_instances, no
+//! `schema_version`) is upgraded in place by adding the missing columns.
+
+use rusqlite::{Connection, Transaction};
+
+/// The schema version this code writes.
+pub const VERSION: i64 = 1;
+
+const PRAGMAS: &str = "
+PRAGMA journal_mode = WAL;
+PRAGMA synchronous = NORMAL;
+PRAGMA busy_timeout = 5000;
+";
+
+/// Tables in their current shape; `IF NOT EXISTS` keeps older tables, which [`upgrade`] fixes.
+const TABLES: &str = "
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS regions (
+    name TEXT PRIMARY KEY,
+    zone TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    decommissioned_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS bootstrap_tokens (
+    id INTEGER PRIMARY KEY,
+    region TEXT NOT NULL REFERENCES regions(name),
+    hash BLOB NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_at INTEGER,
+    revoked_at INTEGER,
+    salt BLOB
+);
+CREATE TABLE IF NOT EXISTS identities (
+    id INTEGER PRIMARY KEY,
+    region TEXT NOT NULL REFERENCES regions(name),
+    hash BLOB NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    revoked_at INTEGER,
+    expires_at INTEGER,
+    first_used_at INTEGER,
+    valid_until INTEGER,
+    bootstrap_id INTEGER
+);
+CREATE TABLE IF NOT EXISTS service_instances (
+    id TEXT PRIMARY KEY,
+    service_type TEXT NOT NULL,
+    region TEXT NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT '',
+    provider TEXT,
+    outputs TEXT NOT NULL DEFAULT '{}',
+    spec TEXT NOT NULL DEFAULT '{}',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    region TEXT PRIMARY KEY,
+    replica TEXT NOT NULL,
+    conn TEXT NOT NULL,
+    connected INTEGER NOT NULL,
+    connected_at INTEGER NOT NULL,
+    disconnected_at INTEGER,
+    last_heartbeat_at INTEGER NOT NULL,
+    hello_json TEXT NOT NULL,
+    status_json TEXT,
+    services_json TEXT,
+    max_frame_bytes INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS requests (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    region TEXT NOT NULL,
+    op TEXT NOT NULL,
+    params TEXT NOT NULL,
+    body_hash BLOB NOT NULL,
+    state TEXT NOT NULL,
+    res TEXT,
+    created_at INTEGER NOT NULL,
+    sent_at INTEGER,
+    completed_at INTEGER,
+    deliveries INTEGER NOT NULL DEFAULT 0
+);
+";
+
+/// Indexes, created after [`upgrade`] added the columns they cover.
+const INDEXES: &str = "
+CREATE INDEX IF NOT EXISTS identities_by_region ON identities(region);
+CREATE INDEX IF NOT EXISTS identities_by_bootstrap ON identities(bootstrap_id);
+CREATE INDEX IF NOT EXISTS bootstrap_by_region ON bootstrap_tokens(region);
+CREATE INDEX IF NOT EXISTS service_instances_by_state ON service_instances(state);
+CREATE INDEX IF NOT EXISTS sessions_by_replica ON sessions(replica);
+CREATE INDEX IF NOT EXISTS requests_unanswered ON requests(region, seq)
+    WHERE state IN ('queued', 'sent');
+CREATE INDEX IF NOT EXISTS requests_queued ON requests(region) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
+    WHERE state IN ('done', 'cancelled');
+";
+
+/// Columns this release added to tables of the previous one.
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("bootstrap_tokens", "salt", "BLOB"),
+    ("identities", "expires_at", "INTEGER"),
+    ("identities", "first_used_at", "INTEGER"),
+    ("identities", "valid_until", "INTEGER"),
+    ("identities", "bootstrap_id", "INTEGER"),
+];
+
+/// Brings the database to [`VERSION`]; safe to run on every start. Refuses a database written
+/// by a newer release (its schema may mean things this code does not know).
+pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+    apply(conn).map_err(|e| match e {
+        Step::Sql(e) => e.to_string(),
+        Step::Newer(v) => format!(
+            "the database has schema version {v}, newer than this control plane's {VERSION}; run the newer release or restore a backup"
+        ),
+    })
+}
+
+enum Step {
+    Sql(rusqlite::Error),
+    Newer(i64),
+}
+
+impl From<rusqlite::Error> for Step {
+    fn from(e: rusqlite::Error) -> Self {
+        Step::Sql(e)
+    }
+}
+
+fn apply(conn: &mut Connection) -> Result<(), Step> {
+    conn.execute_batch(PRAGMAS)?;
+    let tx = conn.transaction()?;
+    tx.execute_batch(TABLES)?;
+    let stored: Option<i64> =
+        tx.query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))?;
+    if let Some(v) = stored.filter(|v| *v > VERSION) {
+        return Err(Step::Newer(v));
+    }
+    upgrade(&tx)?;
+    tx.execute_batch(INDEXES)?;
+    tx.execute("DELETE FROM schema_version", [])?;
+    tx.execute(
+        "INSERT INTO schema_version (version) VALUES (?1)",
+        [VERSION],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn upgrade(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    for (table, column, ty) in ADDED_COLUMNS {
+        if !has_column(tx, table, column)? {
+            tx.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {ty}"))?;
+        }
+    }
+    // Tokens minted before salts existed get one now, so every unused token can be exchanged
+    // for a re-derivable identity.
+    tx.execute(
+        "UPDATE bootstrap_tokens SET salt = randomblob(32) WHERE salt IS NULL",
+        [],
+    )?;
+    Ok(())
+}
+
+fn has_column(tx: &Transaction<'_>, table: &str, column: &str) -> rusqlite::Result<bool> {
+    let mut stmt = tx.prepare(&format!("PRAGMA table_info({table})"))?;
+    let names = stmt.query_map([], |r| r.get::<_, String>(1))?;
+    for name in names {
+        if name? == column {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

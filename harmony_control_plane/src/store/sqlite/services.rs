@@ -1,0 +1,176 @@
+//! Service instances in SQLite: every state change is a compare-and-set on (state, attempts).
+
+use harmony_agent_protocol::InstanceState;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::Value;
+use std::collections::HashMap;
+
+use super::conversion;
+use crate::store::{Outcome, ServiceRecord, now_ms};
+
+const COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, \
+     created_at, updated_at";
+
+fn row(r: &Row<'_>) -> rusqlite::Result<ServiceRecord> {
+    let state: String = r.get(3)?;
+    let outputs: String = r.get(6)?;
+    let spec: String = r.get(7)?;
+    Ok(ServiceRecord {
+        id: r.get(0)?,
+        service_type: r.get(1)?,
+        region: r.get(2)?,
+        state: InstanceState::parse(&state)
+            .ok_or_else(|| conversion(3, format!("unknown instance state {state:?}")))?,
+        detail: r.get(4)?,
+        provider: r.get(5)?,
+        outputs: serde_json::from_str(&outputs)
+            .map_err(|e| conversion(6, format!("outputs: {e}")))?,
+        spec: serde_json::from_str(&spec).map_err(|e| conversion(7, format!("spec: {e}")))?,
+        attempts: r.get(8)?,
+        created_at: r.get(9)?,
+        updated_at: r.get(10)?,
+    })
+}
+
+pub fn one(c: &Connection, id: &str) -> rusqlite::Result<Option<ServiceRecord>> {
+    c.query_row(
+        &format!("SELECT {COLUMNS} FROM service_instances WHERE id = ?1"),
+        [id],
+        row,
+    )
+    .optional()
+}
+
+pub fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bool> {
+    let n = c.execute(
+        &format!(
+            "INSERT OR IGNORE INTO service_instances ({COLUMNS})
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        ),
+        params![
+            rec.id,
+            rec.service_type,
+            rec.region,
+            rec.state.as_str(),
+            rec.detail,
+            rec.provider,
+            Value::Object(rec.outputs.clone()).to_string(),
+            rec.spec.to_string(),
+            rec.attempts,
+            rec.created_at,
+            rec.updated_at,
+        ],
+    )?;
+    Ok(n == 1)
+}
+
+pub fn all(c: &Connection) -> rusqlite::Result<Vec<ServiceRecord>> {
+    let mut stmt = c.prepare(&format!(
+        "SELECT {COLUMNS} FROM service_instances ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([], row)?;
+    rows.collect()
+}
+
+pub fn in_state(c: &Connection, state: InstanceState) -> rusqlite::Result<Vec<ServiceRecord>> {
+    let mut stmt = c.prepare(&format!(
+        "SELECT {COLUMNS} FROM service_instances WHERE state = ?1 ORDER BY created_at, id"
+    ))?;
+    let rows = stmt.query_map([state.as_str()], row)?;
+    rows.collect()
+}
+
+pub fn live_by_region(c: &Connection) -> rusqlite::Result<HashMap<String, usize>> {
+    let mut stmt = c.prepare(
+        "SELECT region, COUNT(*) FROM service_instances
+         WHERE state NOT IN ('failed', 'deleting') GROUP BY region",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)))?;
+    rows.collect()
+}
+
+pub fn claim_queued(
+    c: &mut Connection,
+    id: &str,
+    detail: &str,
+) -> rusqlite::Result<Option<ServiceRecord>> {
+    let tx = c.transaction()?;
+    let n = tx.execute(
+        "UPDATE service_instances SET state = 'pending', attempts = attempts + 1,
+         detail = ?2, updated_at = ?3 WHERE id = ?1 AND state = 'queued'",
+        params![id, detail, now_ms()],
+    )?;
+    let rec = if n == 1 { one(&tx, id)? } else { None };
+    tx.commit()?;
+    Ok(rec)
+}
+
+pub fn cancel_queued(c: &Connection, id: &str) -> rusqlite::Result<bool> {
+    let n = c.execute(
+        "DELETE FROM service_instances WHERE id = ?1 AND state = 'queued'",
+        [id],
+    )?;
+    Ok(n == 1)
+}
+
+pub fn next_attempt(
+    c: &mut Connection,
+    id: &str,
+    from: (InstanceState, u32),
+    to: InstanceState,
+    detail: &str,
+) -> rusqlite::Result<Option<ServiceRecord>> {
+    let tx = c.transaction()?;
+    let n = tx.execute(
+        "UPDATE service_instances SET state = ?4, attempts = attempts + 1, detail = ?5,
+         updated_at = ?6 WHERE id = ?1 AND state = ?2 AND attempts = ?3",
+        params![id, from.0.as_str(), from.1, to.as_str(), detail, now_ms()],
+    )?;
+    let rec = if n == 1 { one(&tx, id)? } else { None };
+    tx.commit()?;
+    Ok(rec)
+}
+
+pub fn settle(
+    c: &Connection,
+    id: &str,
+    from: (InstanceState, u32),
+    outcome: &Outcome,
+) -> rusqlite::Result<bool> {
+    let outputs = outcome
+        .outputs
+        .as_ref()
+        .map(|o| Value::Object(o.clone()).to_string());
+    let n = c.execute(
+        "UPDATE service_instances SET state = ?4, detail = ?5,
+         provider = COALESCE(?6, provider), outputs = COALESCE(?7, outputs), updated_at = ?8
+         WHERE id = ?1 AND state = ?2 AND attempts = ?3",
+        params![
+            id,
+            from.0.as_str(),
+            from.1,
+            outcome.state.as_str(),
+            outcome.detail,
+            outcome.provider,
+            outputs,
+            now_ms()
+        ],
+    )?;
+    Ok(n == 1)
+}
+
+pub fn remove_if(c: &Connection, id: &str, from: (InstanceState, u32)) -> rusqlite::Result<bool> {
+    let n = c.execute(
+        "DELETE FROM service_instances WHERE id = ?1 AND state = ?2 AND attempts = ?3",
+        params![id, from.0.as_str(), from.1],
+    )?;
+    Ok(n == 1)
+}
+
+pub fn remove(c: &Connection, id: &str, region: &str) -> rusqlite::Result<bool> {
+    let n = c.execute(
+        "DELETE FROM service_instances WHERE id = ?1 AND region = ?2",
+        params![id, region],
+    )?;
+    Ok(n == 1)
+}

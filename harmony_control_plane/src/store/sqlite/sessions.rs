@@ -1,0 +1,117 @@
+//! Session rows (one per region) in SQLite.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use crate::store::{Heartbeat, SessionRecord, merge_heartbeats};
+
+const COLUMNS: &str = "region, replica, conn, connected, connected_at, disconnected_at, \
+     last_heartbeat_at, hello_json, status_json, services_json, max_frame_bytes";
+
+fn row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
+    Ok(SessionRecord {
+        region: r.get(0)?,
+        replica: r.get(1)?,
+        conn: r.get(2)?,
+        connected: r.get(3)?,
+        connected_at: r.get(4)?,
+        disconnected_at: r.get(5)?,
+        last_heartbeat_at: r.get(6)?,
+        hello_json: r.get(7)?,
+        status_json: r.get(8)?,
+        services_json: r.get(9)?,
+        max_frame_bytes: r.get::<_, i64>(10)?.max(0) as u64,
+    })
+}
+
+pub fn open(c: &Connection, s: &SessionRecord) -> rusqlite::Result<bool> {
+    let n = c.execute(
+        &format!(
+            "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT(region) DO UPDATE SET replica = excluded.replica, conn = excluded.conn,
+               connected = excluded.connected, connected_at = excluded.connected_at,
+               disconnected_at = excluded.disconnected_at,
+               last_heartbeat_at = excluded.last_heartbeat_at, hello_json = excluded.hello_json,
+               status_json = excluded.status_json, services_json = excluded.services_json,
+               max_frame_bytes = excluded.max_frame_bytes
+             WHERE sessions.connected_at <= excluded.connected_at"
+        ),
+        params![
+            s.region,
+            s.replica,
+            s.conn,
+            s.connected,
+            s.connected_at,
+            s.disconnected_at,
+            s.last_heartbeat_at,
+            s.hello_json,
+            s.status_json,
+            s.services_json,
+            i64::try_from(s.max_frame_bytes).unwrap_or(i64::MAX),
+        ],
+    )?;
+    Ok(n == 1)
+}
+
+/// One transaction (one disk sync) for the whole batch; beats of one connection merged first.
+pub fn heartbeats(c: &mut Connection, beats: &[Heartbeat]) -> rusqlite::Result<u64> {
+    let beats = merge_heartbeats(beats);
+    let tx = c.transaction()?;
+    let mut n = 0u64;
+    {
+        let mut stmt = tx.prepare(
+            "UPDATE sessions SET last_heartbeat_at = MAX(last_heartbeat_at, ?3),
+                 status_json = COALESCE(?4, status_json)
+             WHERE region = ?1 AND conn = ?2 AND connected",
+        )?;
+        for b in &beats {
+            n += stmt.execute(params![b.region, b.conn, b.at, b.status_json])? as u64;
+        }
+    }
+    tx.commit()?;
+    Ok(n)
+}
+
+pub fn services(
+    c: &Connection,
+    region: &str,
+    conn: &str,
+    services_json: &str,
+) -> rusqlite::Result<bool> {
+    let n = c.execute(
+        "UPDATE sessions SET services_json = ?3 WHERE region = ?1 AND conn = ?2 AND connected",
+        params![region, conn, services_json],
+    )?;
+    Ok(n == 1)
+}
+
+pub fn close(c: &Connection, region: &str, conn: &str, now: i64) -> rusqlite::Result<bool> {
+    let n = c.execute(
+        "UPDATE sessions SET connected = 0, disconnected_at = ?3
+         WHERE region = ?1 AND conn = ?2 AND connected",
+        params![region, conn, now],
+    )?;
+    Ok(n == 1)
+}
+
+pub fn close_replica(c: &Connection, replica: &str, now: i64) -> rusqlite::Result<u64> {
+    let n = c.execute(
+        "UPDATE sessions SET connected = 0, disconnected_at = ?2 WHERE replica = ?1 AND connected",
+        params![replica, now],
+    )?;
+    Ok(n as u64)
+}
+
+pub fn one(c: &Connection, region: &str) -> rusqlite::Result<Option<SessionRecord>> {
+    c.query_row(
+        &format!("SELECT {COLUMNS} FROM sessions WHERE region = ?1"),
+        [region],
+        row,
+    )
+    .optional()
+}
+
+pub fn all(c: &Connection) -> rusqlite::Result<Vec<SessionRecord>> {
+    let mut stmt = c.prepare(&format!("SELECT {COLUMNS} FROM sessions ORDER BY region"))?;
+    let rows = stmt.query_map([], row)?;
+    rows.collect()
+}

@@ -1,0 +1,371 @@
+//! The records, outcomes, events and error of the [`Store`](super::Store) trait.
+
+use harmony_agent_protocol::InstanceState;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// A storage failure: which backend, what it was doing, and why (never a secret: no token, no
+/// password, no connection URL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError {
+    /// `"sqlite"` or `"postgres"`.
+    pub backend: &'static str,
+    /// What the store was doing (`"submit a request"`).
+    pub op: &'static str,
+    /// The database's or driver's error.
+    pub cause: String,
+}
+
+impl StoreError {
+    /// A failure of `backend` while doing `op`.
+    pub fn new(backend: &'static str, op: &'static str, cause: impl fmt::Display) -> Self {
+        Self {
+            backend,
+            op,
+            cause: cause.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let hint = match self.backend {
+            "sqlite" => {
+                "check that the --db file is writable and not used by another control plane"
+            }
+            _ => "check --database-url and that PostgreSQL is reachable and accepts this user",
+        };
+        write!(
+            f,
+            "state database ({}): cannot {}: {}; {hint}",
+            self.backend, self.op, self.cause
+        )
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// A region as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionRecord {
+    /// Region name.
+    pub name: String,
+    /// Zone name.
+    pub zone: String,
+    /// Creation time (ms).
+    pub created_at: i64,
+    /// When it was decommissioned, if it was.
+    pub decommissioned_at: Option<i64>,
+    /// Whether an identity was ever issued and is not revoked.
+    pub has_identity: bool,
+}
+
+/// Why a credential was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Unknown token (or a bootstrap token replaced by a newer one before it was used).
+    Unknown,
+    /// Bootstrap token already exchanged, and its identity already used (or replaced).
+    Used,
+    /// Bootstrap token or identity past its expiry (an identity past its rotation overlap too).
+    Expired,
+    /// Identity revoked or region decommissioned.
+    Revoked,
+}
+
+/// What a presented credential proved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// A valid bootstrap token for `region`/`zone`.
+    Bootstrap {
+        /// Row id, for [`Store::exchange`](super::Store::exchange).
+        id: i64,
+        /// Its region.
+        region: String,
+        /// Its zone.
+        zone: String,
+        /// The random salt its identity is derived with.
+        salt: [u8; 32],
+        /// Its expiry (ms).
+        expires_at: i64,
+        /// Already exchanged, but the identity it gave was never used: exchanging it again
+        /// returns that identity (a lost `welcome`).
+        issued: bool,
+    },
+    /// A valid identity for `region`/`zone`.
+    Identity {
+        /// Its region.
+        region: String,
+        /// Its zone.
+        zone: String,
+        /// When it stops being accepted: its expiry, or the end of its overlap once rotated
+        /// (`None` = never, identities issued before expiry existed).
+        expires_at: Option<i64>,
+    },
+}
+
+/// What [`Store::exchange`](super::Store::exchange) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exchange {
+    /// The token is now used and the identity stored.
+    Issued,
+    /// The token was exchanged before for this same identity, which was never used: hand it
+    /// out again (its expiry, as stored).
+    AlreadyIssuedUnused {
+        /// The stored identity's expiry (`None` = never).
+        expires_at: Option<i64>,
+    },
+    /// The token was exchanged and its identity used (or revoked, or it was replaced): refuse.
+    Used,
+}
+
+/// The one session row of a region: which replica holds its agent connection, and what that
+/// agent last said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRecord {
+    /// Region name.
+    pub region: String,
+    /// The control-plane replica holding the connection.
+    pub replica: String,
+    /// The connection's id (unique per connection, chosen by the replica).
+    pub conn: String,
+    /// Whether the connection is open.
+    pub connected: bool,
+    /// When it opened (ms).
+    pub connected_at: i64,
+    /// When it closed (ms), once closed.
+    pub disconnected_at: Option<i64>,
+    /// The last heartbeat (ms); `connected_at` until the first.
+    pub last_heartbeat_at: i64,
+    /// The agent's `hello` frame (JSON).
+    pub hello_json: String,
+    /// The last status the agent reported (JSON), if any.
+    pub status_json: Option<String>,
+    /// The services the agent advertises (JSON), if any.
+    pub services_json: Option<String>,
+    /// Largest frame the agent accepts (from its hello).
+    pub max_frame_bytes: u64,
+}
+
+/// One agent heartbeat, for [`Store::session_heartbeats`](super::Store::session_heartbeats).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// Region name.
+    pub region: String,
+    /// The connection it came on: ignored unless still the region's current one.
+    pub conn: String,
+    /// When it arrived (ms).
+    pub at: i64,
+    /// The status it carried (JSON); `None` keeps the stored one.
+    pub status_json: Option<String>,
+}
+
+/// The idempotency hash of a request body: SHA-256 of `op`, a newline, and the raw params bytes.
+pub fn request_body_hash(op: &str, params: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(op.as_bytes());
+    h.update(b"\n");
+    h.update(params.as_bytes());
+    h.finalize().into()
+}
+
+/// A request to persist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRequest {
+    /// Its id: the caller's idempotency key.
+    pub id: String,
+    /// The region it is for.
+    pub region: String,
+    /// The op.
+    pub op: String,
+    /// The params, raw JSON bytes exactly as received (never re-encoded).
+    pub params: String,
+    /// [`request_body_hash`] of `op` and `params`.
+    pub body_hash: [u8; 32],
+    /// Submission time (ms).
+    pub created_at: i64,
+}
+
+impl NewRequest {
+    /// A request with its body hash computed.
+    pub fn new(id: &str, region: &str, op: &str, params: &str, created_at: i64) -> Self {
+        Self {
+            id: id.to_string(),
+            region: region.to_string(),
+            op: op.to_string(),
+            params: params.to_string(),
+            body_hash: request_body_hash(op, params),
+            created_at,
+        }
+    }
+}
+
+/// Where a request is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RequestState {
+    /// Persisted, not yet delivered.
+    Queued,
+    /// Delivered to the agent at least once, no result yet.
+    Sent,
+    /// Its result is stored.
+    Done,
+    /// Dropped before a result (its `res` holds the error given to waiters).
+    Cancelled,
+}
+
+impl RequestState {
+    /// The stored word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestState::Queued => "queued",
+            RequestState::Sent => "sent",
+            RequestState::Done => "done",
+            RequestState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a stored word.
+    pub fn parse(word: &str) -> Option<Self> {
+        Some(match word {
+            "queued" => RequestState::Queued,
+            "sent" => RequestState::Sent,
+            "done" => RequestState::Done,
+            "cancelled" => RequestState::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Whether it has its final `res` (done or cancelled).
+    pub fn is_finished(self) -> bool {
+        matches!(self, RequestState::Done | RequestState::Cancelled)
+    }
+}
+
+/// A stored request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestRecord {
+    /// Its id.
+    pub id: String,
+    /// Its region.
+    pub region: String,
+    /// Its op.
+    pub op: String,
+    /// Its params, raw JSON as submitted.
+    pub params: String,
+    /// [`request_body_hash`] of op and params.
+    pub body_hash: [u8; 32],
+    /// Its state.
+    pub state: RequestState,
+    /// The `res` frame (raw JSON) once done or cancelled.
+    pub res: Option<String>,
+    /// Submit order (increasing, not contiguous).
+    pub seq: i64,
+    /// Submission time (ms).
+    pub created_at: i64,
+    /// Last delivery (ms).
+    pub sent_at: Option<i64>,
+    /// When its result was stored (ms).
+    pub completed_at: Option<i64>,
+    /// How many times it was delivered.
+    pub deliveries: u32,
+}
+
+/// What [`Store::submit_request`](super::Store::submit_request) found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// Newly persisted.
+    Created,
+    /// The same request (id, region, body) was submitted before: join it.
+    Existing(RequestRecord),
+    /// The id is taken by a request with another region, op or params (409 `duplicate_id`).
+    Mismatch(RequestRecord),
+}
+
+/// A service instance as stored and as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServiceRecord {
+    /// The instance id (a DNS-1123 label).
+    pub id: String,
+    /// The service type.
+    #[serde(rename = "type")]
+    pub service_type: String,
+    /// The region it was placed in.
+    pub region: String,
+    /// Its state.
+    pub state: InstanceState,
+    /// Why it is in that state.
+    pub detail: String,
+    /// The provider serving it, once an agent named it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// What a consumer needs to use it (never secret values).
+    pub outputs: Map<String, Value>,
+    /// The provider-specific spec it was created with.
+    pub spec: Value,
+    /// Creation time (ms since epoch).
+    pub created_at: i64,
+    /// Last change (ms since epoch).
+    pub updated_at: i64,
+    /// Dispatch attempts so far (creates and deletes); numbers the request ids.
+    #[serde(skip)]
+    pub attempts: u32,
+}
+
+/// A new state for a service instance, written only if the record is still as last read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// The new state.
+    pub state: InstanceState,
+    /// The new detail.
+    pub detail: String,
+    /// The provider, when known (`None` keeps the stored one).
+    pub provider: Option<String>,
+    /// The outputs (`None` keeps the stored ones).
+    pub outputs: Option<Map<String, Value>>,
+}
+
+/// A wake-up sent between replicas. Events are hints: the store holds the truth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// A request for `region` was persisted: its holder delivers it.
+    RequestQueued {
+        /// The region.
+        region: String,
+    },
+    /// Request `id` is finished (done or cancelled): waiters read its `res`.
+    RequestDone {
+        /// The request id.
+        id: String,
+    },
+    /// An agent's progress on request `id` (relayed, not persisted).
+    Progress {
+        /// The request id.
+        id: String,
+        /// A short stage name.
+        stage: String,
+        /// Detail for people (the PostgreSQL adapter may truncate it).
+        detail: String,
+    },
+    /// The holder of `region`'s agent connection closes it now.
+    CloseRegion {
+        /// The region.
+        region: String,
+        /// WebSocket close code (`harmony_agent_protocol::close`).
+        code: u16,
+        /// Close reason.
+        reason: String,
+        /// Only this connection id (a replaced one); `None` = whichever is open.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        conn: Option<String>,
+    },
+    /// Service instance `id` changed.
+    InstanceChanged {
+        /// The instance id.
+        id: String,
+    },
+    /// Events may have been missed (listener reconnected, receiver lagged): re-read the store.
+    Resync,
+}

@@ -1,0 +1,278 @@
+//! A hostile crowd against one control-plane replica, on loopback: 2,000 idle connections
+//! (1,500 that never start TLS, 500 that finish the handshake and never send a request) and
+//! 500 slowloris connections (a request head trickled one byte a second, never finished).
+//! While they are all open, a new agent bootstraps and a request through it completes; then
+//! every hostile connection is closed by the control plane's timeouts, and its descriptors are
+//! released. The timeouts are set short (`--tls-handshake-timeout-ms`,
+//! `--header-read-timeout-ms`) so the test takes about half a minute.
+
+use futures::StreamExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use harmony::infra::agent::Health;
+use harmony::types::{RegionId, ZoneId};
+use harmony_e2e::ApiServer;
+use harmony_e2e::ha::{raise_fd_limit, tls_connector};
+use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
+const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
+const IDLE_TCP: usize = 1_500;
+const IDLE_TLS: usize = 500;
+const SLOWLORIS: usize = 500;
+/// Both the TLS-handshake and the header-read timeout given to the control plane.
+const TIMEOUT: Duration = Duration::from_secs(15);
+/// How late after its timeout a connection may be closed (a loaded 2-core machine).
+const SLACK: Duration = Duration::from_secs(10);
+const WAIT: Duration = Duration::from_secs(60);
+
+/// When a hostile connection was opened (its timeout's start) and closed by the server.
+struct Outcome {
+    kind: &'static str,
+    opened: Instant,
+    closed: Option<Instant>,
+    sent: usize,
+}
+
+/// Reads (discarding whatever comes) until the server closes `io` or `until` passes.
+async fn closed_by_server(io: &mut (impl AsyncRead + Unpin), until: Instant) -> Option<Instant> {
+    let mut buf = [0u8; 512];
+    let read_to_end = async { while let Ok(1..) = io.read(&mut buf).await {} };
+    let limit = until.saturating_duration_since(Instant::now());
+    tokio::time::timeout(limit, read_to_end)
+        .await
+        .ok()
+        .map(|()| Instant::now())
+}
+
+/// A request head never finished: one byte a second until the server closes the connection
+/// (or `until` passes).
+async fn trickle(
+    tls: &mut tokio_rustls::client::TlsStream<TcpStream>,
+    until: Instant,
+) -> (Option<Instant>, usize) {
+    let head = b"GET /v1/regions HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: ";
+    let mut sent = 0;
+    let mut buf = [0u8; 512];
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    while Instant::now() < until {
+        tokio::select! {
+            r = tls.read(&mut buf) => match r {
+                Ok(1..) => {}
+                _ => return (Some(Instant::now()), sent),
+            },
+            _ = tick.tick() => {
+                let byte = head.get(sent).copied().unwrap_or(b'a');
+                if tls.write_all(&[byte]).await.is_err() || tls.flush().await.is_err() {
+                    return (Some(Instant::now()), sent);
+                }
+                sent += 1;
+            }
+        }
+    }
+    (None, sent)
+}
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_and_slowloris_connections_are_cut_by_timeouts_while_a_new_agent_gets_through() {
+    let fd_limit = raise_fd_limit();
+    let needed = 2 * (IDLE_TCP + IDLE_TLS + SLOWLORIS) as u64 + 512;
+    assert!(
+        fd_limit >= needed,
+        "the open-file hard limit is {fd_limit}; this test needs {needed} (raise it with `ulimit -Hn`)"
+    );
+    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let pki = Pki::new().unwrap();
+    let ms = TIMEOUT.as_millis().to_string();
+    let cp = ControlPlane::start(
+        CP_BIN.as_ref(),
+        &pki,
+        ControlPlaneOptions {
+            extra_args: vec![
+                "--tls-handshake-timeout-ms".into(),
+                ms.clone(),
+                "--header-read-timeout-ms".into(),
+                ms,
+            ],
+            ..ControlPlaneOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let pid = cp.pid().unwrap();
+    let client = cp.client();
+    let (region, zone) = (
+        RegionId::parse("calm").unwrap(),
+        ZoneId::parse("z1").unwrap(),
+    );
+    let created = client.create_region(&region, &zone).await.unwrap().unwrap();
+    let baseline = open_fds(pid);
+    let tls = tls_connector(&pki.ca_pem).unwrap();
+    let closed = Arc::new(AtomicUsize::new(0));
+    let addr = cp.addr;
+
+    // The crowd. Each connection is watched by its own task, bounded by its deadline.
+    let mut crowd = Vec::new();
+    for _ in 0..IDLE_TCP {
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        let opened = Instant::now();
+        let closed = closed.clone();
+        crowd.push(tokio::spawn(async move {
+            let at = closed_by_server(&mut tcp, opened + TIMEOUT + SLACK).await;
+            closed.fetch_add(1, Ordering::Relaxed);
+            Outcome {
+                kind: "idle TCP",
+                opened,
+                closed: at,
+                sent: 0,
+            }
+        }));
+    }
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(32));
+    for i in 0..IDLE_TLS + SLOWLORIS {
+        let permit = handshakes.clone().acquire_owned().await.unwrap();
+        let (tls, closed) = (tls.clone(), closed.clone());
+        crowd.push(tokio::spawn(async move {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+            let mut s = tls.connect(name, tcp).await.expect("TLS handshake");
+            drop(permit);
+            let opened = Instant::now();
+            let until = opened + TIMEOUT + SLACK;
+            let outcome = if i < IDLE_TLS {
+                let at = closed_by_server(&mut s, until).await;
+                Outcome {
+                    kind: "idle TLS",
+                    opened,
+                    closed: at,
+                    sent: 0,
+                }
+            } else {
+                let (at, sent) = trickle(&mut s, until).await;
+                Outcome {
+                    kind: "slowloris",
+                    opened,
+                    closed: at,
+                    sent,
+                }
+            };
+            closed.fetch_add(1, Ordering::Relaxed);
+            outcome
+        }));
+    }
+    let _ = handshakes.acquire_many(32).await.unwrap();
+    let crowd_ready = Instant::now();
+    let held = open_fds(pid);
+    println!(
+        "{} hostile connections open; control plane descriptors {baseline} -> {held}",
+        crowd.len()
+    );
+
+    // Meanwhile, a new agent bootstraps and a request goes through it.
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, created.bootstrap_token.expose()).unwrap();
+    let o = AgentOptions {
+        bootstrap_token_file: Some(token),
+        ..AgentOptions::new(
+            &cp.url(),
+            "calm",
+            "z1",
+            pki.ca(),
+            server.kubeconfig(),
+            dir.path().join("identity"),
+        )
+    };
+    let _agent = Agent::start(AGENT_BIN.as_ref(), &o, &dir.path().join("agent.log")).unwrap();
+    let started = Instant::now();
+    while client.region("calm").await.unwrap().unwrap().health != Health::Healthy {
+        assert!(
+            started.elapsed() < WAIT,
+            "the agent never got healthy:\n{}",
+            cp.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let res = client
+        .request(
+            "calm",
+            "through-the-crowd",
+            "get_inventory",
+            serde_json::json!({}),
+            WAIT,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(res.ok, "{res:?}");
+    let done = Instant::now();
+    assert_eq!(
+        closed.load(Ordering::Relaxed),
+        0,
+        "hostile connections were closed before the agent got through ({:?} after the crowd was in): the test did not overlap them",
+        done - crowd_ready
+    );
+    println!(
+        "agent healthy and request answered {:.1} s after the crowd was in",
+        (done - crowd_ready).as_secs_f64()
+    );
+
+    // Then the timeouts close every hostile connection, and no sooner.
+    let outcomes: Vec<Outcome> = futures::stream::iter(crowd)
+        .then(|t| async move { t.await.unwrap() })
+        .collect()
+        .await;
+    for o in &outcomes {
+        let at = o.closed.unwrap_or_else(|| {
+            panic!(
+                "a {} connection was still open after {:?}",
+                o.kind,
+                TIMEOUT + SLACK
+            )
+        });
+        let after = at - o.opened;
+        assert!(
+            after + Duration::from_secs(1) >= TIMEOUT,
+            "a {} connection was closed after {after:?}, before its {TIMEOUT:?} timeout",
+            o.kind
+        );
+    }
+    let trickled = outcomes
+        .iter()
+        .filter(|o| o.kind == "slowloris")
+        .map(|o| o.sent)
+        .min();
+    assert!(
+        trickled >= Some(TIMEOUT.as_secs() as usize - 2),
+        "{trickled:?} bytes"
+    );
+    // The control plane released their descriptors and still serves.
+    let started = Instant::now();
+    while open_fds(pid) > baseline + 16 {
+        assert!(
+            started.elapsed() < WAIT,
+            "descriptors: {baseline} before, {} now",
+            open_fds(pid)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let res = client
+        .request(
+            "calm",
+            "after-the-crowd",
+            "get_inventory",
+            serde_json::json!({}),
+            WAIT,
+        )
+        .await
+        .unwrap();
+    assert!(res.ok, "{res:?}");
+}

@@ -1,0 +1,109 @@
+//! Contract tests of the control plane's `Store`: every case runs the same assertions against
+//! SQLite (a temp file) and PostgreSQL (a real PostgreSQL 18 started by the test, see
+//! `harmony_e2e::postgres`). PostgreSQL-only cases cover what only N replicas can do: two store
+//! instances on one database see each other's writes and events, the event listener survives
+//! a database crash, and TLS to PostgreSQL verifies the server (`tls.rs`).
+//!
+//! Run: `cargo test -p harmony_e2e --test control_plane_store` (needs
+//! `bash tests/pg-datapath/install.sh` once, for the PostgreSQL binaries).
+
+#[path = "control_plane_store/credentials.rs"]
+mod credentials;
+#[path = "control_plane_store/events.rs"]
+mod events;
+#[path = "control_plane_store/requests.rs"]
+mod requests;
+#[path = "control_plane_store/services.rs"]
+mod services;
+#[path = "control_plane_store/tls.rs"]
+mod tls;
+
+use credentials::*;
+use events::*;
+use requests::*;
+use services::*;
+
+use harmony_control_plane::store::{self, Store, StoreConfig};
+use harmony_e2e::postgres::PgServer;
+use std::sync::Arc;
+
+/// A database for one test: a temp SQLite file, or a database on its own PostgreSQL server.
+enum Db {
+    Sqlite(tempfile::TempDir),
+    Postgres { server: PgServer, url: String },
+}
+
+impl Db {
+    fn sqlite() -> Self {
+        Db::Sqlite(tempfile::tempdir().expect("a temp dir"))
+    }
+
+    fn postgres() -> Self {
+        let server = PgServer::start().unwrap_or_else(|e| panic!("starting PostgreSQL 18: {e}"));
+        server
+            .create_database("harmony")
+            .unwrap_or_else(|e| panic!("creating the database: {e}\n{}", server.logs()));
+        let url = server.url("harmony");
+        Db::Postgres { server, url }
+    }
+
+    fn config(&self) -> StoreConfig {
+        match self {
+            Db::Sqlite(dir) => StoreConfig::Sqlite(dir.path().join("cp.sqlite")),
+            Db::Postgres { url, .. } => StoreConfig::Postgres {
+                url: url.clone(),
+                pool_size: 4,
+                ca_file: None,
+            },
+        }
+    }
+
+    /// A new store instance on this database (another replica, or the same one restarted).
+    async fn open(&self) -> Arc<dyn Store> {
+        store::open(&self.config())
+            .await
+            .unwrap_or_else(|e| panic!("opening the store: {e}"))
+    }
+}
+
+/// Generates `sqlite::<case>` and `postgres::<case>` tests running the same case.
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Db::sqlite()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Db::postgres()).await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    regions_are_created_once_listed_and_recommissioned,
+    bootstrap_token_is_single_use_expires_and_is_superseded,
+    lost_welcome_re_exchange_returns_the_same_identity_until_it_is_used,
+    rotation_keeps_the_old_identity_valid_for_the_overlap_only,
+    decommission_revokes_identities_and_tokens,
+    sessions_follow_the_current_connection_only,
+    heartbeats_of_many_regions_apply_in_one_call,
+    durable_request_ids_are_idempotency_keys,
+    unanswered_requests_keep_submit_order_and_finish_once,
+    requests_survive_reopening_the_store,
+    service_instance_cancel_and_claim_exclude_each_other,
+    service_instances_survive_reopening_the_store,
+    published_events_reach_subscribers,
+);
+
+fn hash(tag: &str) -> [u8; 32] {
+    store::request_body_hash("test", tag)
+}
