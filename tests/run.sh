@@ -7,6 +7,22 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
+# A blessed run rewrites the golden files instead of comparing with them, so it can never fail:
+# in CI (CI set to anything but empty, 0 or false; the golden tests apply the same rule) it is
+# refused before anything runs.
+if [[ -n "${CI:-}" && "${CI,,}" != "0" && "${CI,,}" != "false" ]]; then
+    for var in UPDATE_GOLDEN HARMONY_BLESS; do
+        if [[ -n "${!var+set}" ]]; then
+            echo "tests/run.sh: $var is set in CI (CI=$CI): a blessed run rewrites the golden files instead of comparing with them, so it can never fail; unset $var (bless locally and commit the reviewed golden files)" >&2
+            exit 2
+        fi
+    done
+    if [[ "${TRYBUILD:-}" == overwrite ]]; then
+        echo "tests/run.sh: TRYBUILD=overwrite in CI (CI=$CI): it rewrites the compile-fail tests' expected .stderr files, so they can never fail; unset TRYBUILD" >&2
+        exit 2
+    fi
+fi
+
 step "tools the suites start (tests/setup.sh; installs only what is missing)"
 bash tests/setup.sh
 

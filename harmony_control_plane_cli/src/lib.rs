@@ -32,6 +32,37 @@ pub struct Cli {
     /// The operator reconciles every Ready resource again after this many seconds.
     #[arg(long, default_value_t = 300)]
     pub operator_resync_s: u64,
+    /// Run the embedded operator only while this process holds a `coordination.k8s.io` Lease
+    /// in the operator's API server. Needed when several control-plane replicas run it against
+    /// the same API server: without it each would reconcile every resource.
+    #[arg(long)]
+    pub operator_leader_election: bool,
+    /// The namespace of that Lease, in the operator's API server (it must exist).
+    #[arg(
+        long,
+        default_value = "harmony-system",
+        requires = "operator_leader_election"
+    )]
+    pub operator_lease_namespace: String,
+    /// The name of that Lease.
+    #[arg(
+        long,
+        default_value = "harmony-control-plane-operator",
+        requires = "operator_leader_election"
+    )]
+    pub operator_lease_name: String,
+}
+
+impl Cli {
+    /// The embedded operator's leader election, when `--operator-leader-election` is set.
+    pub fn operator_election(&self) -> Option<harmony_operator::LeaderElection> {
+        self.operator_leader_election
+            .then(|| harmony_operator::LeaderElection {
+                lease_name: self.operator_lease_name.clone(),
+                lease_namespace: self.operator_lease_namespace.clone(),
+                ..harmony_operator::LeaderElection::default()
+            })
+    }
 }
 
 fn fail(e: impl std::fmt::Display) -> ! {
@@ -58,6 +89,7 @@ pub async fn cli_main() {
         .unwrap_or_else(|e| fail(e));
     let cp = server.cp.clone();
     let resync = Duration::from_secs(cli.operator_resync_s.max(1));
+    let election = cli.operator_election();
     let operator = async move {
         match operator {
             Some((client, control_plane)) => {
@@ -67,7 +99,24 @@ pub async fn cli_main() {
                     control_plane: Some(control_plane),
                     ..harmony_operator::OperatorConfig::default()
                 };
-                harmony_operator::run(client, config).await;
+                match election {
+                    None => harmony_operator::run(client, config).await,
+                    Some(election) => {
+                        log::info!(
+                            "operator: leader election on Lease {}/{}",
+                            election.lease_namespace,
+                            election.lease_name
+                        );
+                        // The lease is left to expire when the process ends: the shutdown
+                        // below stops everything at once.
+                        let never = std::future::pending::<()>();
+                        if let Err(e) =
+                            harmony_operator::run_elected(client, config, election, never).await
+                        {
+                            log::error!("operator: {e}");
+                        }
+                    }
+                }
             }
             None => std::future::pending::<()>().await,
         }
@@ -129,6 +178,46 @@ async fn operator_client(path: &Path) -> Result<kube::Client, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_embedded_operator_is_elected_only_when_asked() {
+        let base = [
+            "harmony-control-plane",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+            "--admin-token-file",
+            "a",
+        ];
+        assert!(
+            Cli::try_parse_from(base)
+                .unwrap()
+                .operator_election()
+                .is_none()
+        );
+        let mut with = base.to_vec();
+        with.extend([
+            "--operator-leader-election",
+            "--operator-lease-namespace",
+            "ops",
+        ]);
+        let election = Cli::try_parse_from(with)
+            .unwrap()
+            .operator_election()
+            .unwrap();
+        assert_eq!(
+            (
+                election.lease_namespace.as_str(),
+                election.lease_name.as_str()
+            ),
+            ("ops", "harmony-control-plane-operator")
+        );
+        // A lease flag without the election is a mistake, not silently ignored.
+        let mut stray = base.to_vec();
+        stray.extend(["--operator-lease-name", "x"]);
+        assert!(Cli::try_parse_from(stray).is_err());
+    }
 
     #[test]
     fn every_flag_of_the_previous_program_still_parses() {

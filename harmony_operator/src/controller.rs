@@ -2,36 +2,30 @@
 //! deletion (finalizer), requeue to keep certificates and drifted fields in sync, and back off
 //! per object on errors.
 
-use async_trait::async_trait;
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
-use kube::runtime::watcher;
+use kube::runtime::{Predicate, WatchStreamExt, predicates, reflector, watcher};
 use kube::{Client, Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use std::collections::HashMap;
-use std::fmt::Debug;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, MultiSite};
-use harmony::domain::{
-    ChangeAction, InterpretError, Inventory, Outcome, RunContext, Score, Topology,
-};
+use harmony::domain::capability::{ApplyOptions, K8sClient, MultiSite};
+use harmony::domain::{ChangeAction, RunContext, Topology};
 use harmony::infra::agent::ControlPlaneClient;
 use harmony::infra::kube::ownership_record;
-use harmony::infra::multi_site::MultiSiteTopology;
-use harmony_modules::postgresql::{
-    MultisitePostgreSQL, MultisitePostgreSQLScore, PostgreSQLResource, PostgreSQLScore,
-    ResourceStatus, SiteState,
-};
-use harmony_modules::region::{RegionAgent, RegionAgentRolloutScore};
+use harmony_modules::postgresql::{MultisitePostgreSQL, PostgreSQLResource};
+use harmony_modules::region::RegionAgent;
 
 use crate::FINALIZER;
-use crate::conditions::{Verdict, status};
-use crate::site::{self, SiteError, SiteTopology};
+use crate::conditions::status;
+use crate::leader::Gate;
+use crate::managed::Managed;
+use crate::once::{Judged, run_once};
+use crate::site::{self, SiteError};
 
 /// How the controller paces itself.
 #[derive(Debug, Clone)]
@@ -44,6 +38,10 @@ pub struct OperatorConfig {
     pub backoff_max: Duration,
     /// The control plane that reaches region agents, for sites declared with `spec.region`.
     pub control_plane: Option<ControlPlaneClient>,
+    /// Where replication status reads connect for a Route or load-balancer host instead of
+    /// resolving it (the TLS server name and certificate check still use the host), for an
+    /// operator that runs where the sites' hosts do not resolve. Empty: resolve every host.
+    pub status_connect_to: BTreeMap<String, SocketAddr>,
 }
 
 impl Default for OperatorConfig {
@@ -53,6 +51,7 @@ impl Default for OperatorConfig {
             backoff_base: Duration::from_secs(5),
             backoff_max: Duration::from_secs(300),
             control_plane: None,
+            status_connect_to: BTreeMap::new(),
         }
     }
 }
@@ -62,299 +61,34 @@ impl Default for OperatorConfig {
 #[error("{0}")]
 pub struct ReconcileError(String);
 
-struct Context {
-    client: Client,
-    config: OperatorConfig,
+/// What every reconcile shares.
+pub(crate) struct Context {
+    /// The control plane's API server, where the resources live.
+    pub(crate) client: Client,
+    /// Pacing, and the control plane for region sites.
+    pub(crate) config: OperatorConfig,
     /// Consecutive failures per object, for its back-off only.
     failures: Mutex<HashMap<String, u32>>,
+    /// With leader election: reconcile only while the lease is confirmed ours.
+    gate: Option<Arc<Gate>>,
 }
 
-/// What each managed kind does; both PostgreSQL kinds implement it.
-#[async_trait]
-trait Managed:
-    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-    + Clone
-    + Debug
-    + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
-{
-    /// The status written last.
-    fn last_status(&self) -> Option<&ResourceStatus>;
-    /// Each site the resource uses, with its role.
-    fn sites(&self) -> Vec<(String, &'static str)>;
-    /// The ApplySet owners of what the Score applies.
-    fn owners(&self) -> Vec<String>;
-    /// Validates the Score, then runs it on `topology`.
-    async fn run(
-        &self,
-        topology: &MultiSiteTopology<SiteTopology>,
-        control_plane: Option<&ControlPlaneClient>,
-    ) -> Result<Outcome, Failure>;
-}
-
-/// Why a run did not reach the intent.
-enum Failure {
-    Invalid(String),
-    Interpret(InterpretError),
-}
-
-#[async_trait]
-impl Managed for MultisitePostgreSQL {
-    fn last_status(&self) -> Option<&ResourceStatus> {
-        self.status.as_ref()
-    }
-
-    fn sites(&self) -> Vec<(String, &'static str)> {
-        let t = &self.spec.topology;
-        std::iter::once((t.primary.site.clone(), "primary"))
-            .chain(t.replicas.iter().map(|r| (r.site.clone(), "replica")))
-            .collect()
-    }
-
-    fn owners(&self) -> Vec<String> {
-        MultisitePostgreSQLScore::from_resource(self)
-            .owners()
-            .to_vec()
-    }
-
-    async fn run(
-        &self,
-        topology: &MultiSiteTopology<SiteTopology>,
-        _control_plane: Option<&ControlPlaneClient>,
-    ) -> Result<Outcome, Failure> {
-        type T = MultiSiteTopology<SiteTopology>;
-        let score = MultisitePostgreSQLScore::from_resource(self);
-        Score::<T>::validate(&score)
-            .and_then(|()| Score::<T>::validate_on(&score, topology))
-            .map_err(|e| Failure::Invalid(e.to_string()))?;
-        Score::<T>::create_interpret(&score)
-            .execute(&Inventory::empty(), topology)
-            .await
-            .map_err(Failure::Interpret)
-    }
-}
-
-#[async_trait]
-impl Managed for PostgreSQLResource {
-    fn last_status(&self) -> Option<&ResourceStatus> {
-        self.status.as_ref()
-    }
-
-    fn sites(&self) -> Vec<(String, &'static str)> {
-        self.spec
-            .site
-            .iter()
-            .map(|s| (s.clone(), "single"))
-            .collect()
-    }
-
-    fn owners(&self) -> Vec<String> {
-        vec![PostgreSQLScore::from_resource(self).owner()]
-    }
-
-    async fn run(
-        &self,
-        topology: &MultiSiteTopology<SiteTopology>,
-        _control_plane: Option<&ControlPlaneClient>,
-    ) -> Result<Outcome, Failure> {
-        let score = PostgreSQLScore::from_resource(self);
-        Score::<SiteTopology>::validate(&score).map_err(|e| Failure::Invalid(e.to_string()))?;
-        let name = self.spec.site.clone().unwrap_or_default();
-        let site = topology.site(&name).ok_or_else(|| {
-            Failure::Invalid(format!("invalid site: {name:?} is not in the topology"))
-        })?;
-        Score::<SiteTopology>::create_interpret(&score)
-            .execute(&Inventory::empty(), site)
-            .await
-            .map_err(Failure::Interpret)
-    }
-}
-
-#[async_trait]
-impl Managed for RegionAgent {
-    fn last_status(&self) -> Option<&ResourceStatus> {
-        self.status.as_ref()
-    }
-
-    fn sites(&self) -> Vec<(String, &'static str)> {
-        vec![(self.spec.site.clone(), "agent")]
-    }
-
-    fn owners(&self) -> Vec<String> {
-        vec![RegionAgentRolloutScore::owner_for(&self.spec.region)]
-    }
-
-    async fn run(
-        &self,
-        topology: &MultiSiteTopology<SiteTopology>,
-        control_plane: Option<&ControlPlaneClient>,
-    ) -> Result<Outcome, Failure> {
-        let control_plane = control_plane.ok_or_else(|| {
-            Failure::Invalid("a RegionAgent needs the operator to run with a control plane (harmony-control-plane --operator-kubeconfig)".into())
-        })?;
-        let score = RegionAgentRolloutScore::from_spec(&self.spec, control_plane.clone())
-            .map_err(|e| Failure::Invalid(e.to_string()))?;
-        Score::<SiteTopology>::validate(&score).map_err(|e| Failure::Invalid(e.to_string()))?;
-        let site = topology.site(&self.spec.site).ok_or_else(|| {
-            Failure::Invalid(format!(
-                "invalid spec.site: {:?} is not in the topology",
-                self.spec.site
-            ))
-        })?;
-        Score::<SiteTopology>::create_interpret(&score)
-            .execute(&Inventory::empty(), site)
-            .await
-            .map_err(Failure::Interpret)
-    }
+/// The shared context of the controllers.
+pub(crate) fn context(
+    client: Client,
+    config: OperatorConfig,
+    gate: Option<Arc<Gate>>,
+) -> Arc<Context> {
+    Arc::new(Context {
+        client,
+        config,
+        failures: Mutex::new(HashMap::new()),
+        gate,
+    })
 }
 
 fn key<K: Resource>(o: &K) -> String {
     format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
-}
-
-fn site_states(
-    sites: &[(String, &'static str)],
-    state: impl Fn(&str) -> (&'static str, String),
-) -> Vec<SiteState> {
-    sites
-        .iter()
-        .map(|(site, role)| {
-            let (state, message) = state(site);
-            SiteState {
-                site: site.clone(),
-                role: (*role).into(),
-                state: state.into(),
-                message,
-            }
-        })
-        .collect()
-}
-
-/// Runs the resource's Score once and says how it went.
-async fn run_once<K: Managed>(
-    o: &K,
-    ctx: &Context,
-) -> (Verdict, Vec<SiteState>, bool, Option<Duration>) {
-    let sites = o.sites();
-    let pending = |message: &str| site_states(&sites, |_| ("Pending", message.to_string()));
-    if sites.is_empty() {
-        let v = Verdict {
-            ready: false,
-            progressing: false,
-            reason: "InvalidSpec",
-            message: "invalid spec.site: it is empty; name the Site the cluster runs on".into(),
-        };
-        return (v, vec![], false, None);
-    }
-    let names: Vec<String> = sites.iter().map(|(s, _)| s.clone()).collect();
-    let run_ctx = RunContext::default();
-    let topology = match site::topology(
-        &ctx.client,
-        &names,
-        &run_ctx,
-        ctx.config.control_plane.as_ref(),
-    )
-    .await
-    {
-        Ok(t) => t,
-        Err(e) => {
-            let reason = match e {
-                SiteError::Unknown { .. } => "UnknownSite",
-                SiteError::Unusable { .. } => "SiteUnusable",
-                SiteError::Api(_) => "ControlPlaneUnreachable",
-            };
-            let v = Verdict {
-                ready: false,
-                progressing: false,
-                reason,
-                message: e.to_string(),
-            };
-            let states = pending("not attempted");
-            // A Site may be declared later: look again on the regular resync.
-            return (v, states, false, Some(ctx.config.resync));
-        }
-    };
-    if let Err(e) = topology.ensure_ready().await {
-        let message = e.to_string();
-        let states = site_states(&sites, |s| {
-            if message.contains(&format!("site {s}:")) {
-                ("Failed", message.clone())
-            } else {
-                ("Pending", String::new())
-            }
-        });
-        let v = Verdict {
-            ready: false,
-            progressing: false,
-            reason: "SiteUnreachable",
-            message,
-        };
-        return (v, states, false, None);
-    }
-    match o.run(&topology, ctx.config.control_plane.as_ref()).await {
-        Ok(outcome) => {
-            let synced = o.sites().iter().any(|(_, r)| *r == "replica")
-                && !outcome
-                    .details
-                    .iter()
-                    .any(|d| d.starts_with("replication secrets not copied"));
-            let message = std::iter::once(outcome.message.clone())
-                .chain(outcome.details.iter().cloned())
-                .collect::<Vec<_>>()
-                .join("; ");
-            let v = Verdict {
-                ready: true,
-                progressing: false,
-                reason: "Reconciled",
-                message,
-            };
-            let states = site_states(&sites, |s| {
-                let n = outcome
-                    .changes
-                    .iter()
-                    .filter(|c| c.location.as_deref().is_some_and(|l| l.starts_with(s)))
-                    .count();
-                ("Synced", format!("{n} object(s) in sync"))
-            });
-            (v, states, synced, Some(ctx.config.resync))
-        }
-        Err(Failure::Invalid(message)) => {
-            let v = Verdict {
-                ready: false,
-                progressing: false,
-                reason: "InvalidSpec",
-                message,
-            };
-            // Nothing changes until the resource is edited.
-            (v, pending("not attempted"), false, Some(Duration::MAX))
-        }
-        Err(Failure::Interpret(e)) => {
-            let waiting = matches!(&e, InterpretError::Capability { source: CapabilityError::Timeout { waited_for, .. }, .. } if waited_for.contains("Secret"));
-            let message = e.to_string();
-            let states = site_states(&sites, |s| {
-                if message.contains(&format!("on {s}")) {
-                    ("Failed", message.clone())
-                } else {
-                    ("Pending", String::new())
-                }
-            });
-            let reason = if waiting {
-                "SecretsMissing"
-            } else {
-                "ApplyFailed"
-            };
-            let v = Verdict {
-                ready: false,
-                progressing: waiting,
-                reason,
-                message,
-            };
-            (v, states, false, None)
-        }
-    }
 }
 
 async fn apply<K: Managed>(
@@ -362,9 +96,31 @@ async fn apply<K: Managed>(
     api: &Api<K>,
     ctx: &Context,
 ) -> Result<Action, ReconcileError> {
-    let (verdict, sites, synced, next) = run_once(o.as_ref(), ctx).await;
+    let Judged {
+        verdict,
+        replication,
+        sites,
+        synced,
+        next,
+    } = run_once(o.as_ref(), ctx).await;
     let generation = o.meta().generation;
-    let new_status = status(o.last_status(), generation, &verdict, sites, synced);
+    // One line per reconcile: which replica reconciled what, and the verdict.
+    log::info!(
+        "reconciled {} {} (generation {}): Ready={} {}",
+        K::kind(&()),
+        key(o.as_ref()),
+        generation.unwrap_or_default(),
+        verdict.ready,
+        verdict.reason
+    );
+    let new_status = status(
+        o.last_status(),
+        generation,
+        &verdict,
+        replication.as_ref(),
+        sites,
+        synced,
+    );
     api.patch_status(
         &o.name_any(),
         &PatchParams::default(),
@@ -443,6 +199,13 @@ async fn cleanup<K: Managed>(o: Arc<K>, ctx: &Context) -> Result<Action, Reconci
 }
 
 async fn reconcile<K: Managed>(o: Arc<K>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    if let Some(gate) = &ctx.gate
+        && !gate.valid()
+    {
+        // The lease is not confirmed ours: another replica may be reconciling.
+        log::debug!("{}: skipped, the lease is not confirmed", key(o.as_ref()));
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &o.namespace().unwrap_or_default());
     finalizer(&api, FINALIZER, o, |event| async {
         match event {
@@ -468,30 +231,43 @@ fn error_policy<K: Managed>(o: Arc<K>, error: &ReconcileError, ctx: Arc<Context>
 }
 
 async fn control<K: Managed>(ctx: Arc<Context>) {
-    Controller::new(
+    let (reader, writer) = reflector::store();
+    // Only spec edits (generation, which deletion also bumps) and finalizer changes trigger a
+    // reconcile: the status the controller writes itself (lag figures, sync times) must not,
+    // or every reconcile would trigger the next. Periodic work comes from the requeues.
+    let changes = watcher(
         Api::<K>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
-    .run(reconcile::<K>, error_policy::<K>, ctx)
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            log::debug!("reconcile: {e}");
-        }
-    })
-    .await;
+    .default_backoff()
+    .reflect(writer)
+    .applied_objects()
+    .predicate_filter(
+        predicates::generation.combine(predicates::finalizers),
+        Default::default(),
+    );
+    Controller::for_stream(changes, reader)
+        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                log::debug!("reconcile: {e}");
+            }
+        })
+        .await;
 }
 
-/// Runs both controllers until the process stops. The CRDs must be installed
-/// (`harmony-operator crds | kubectl apply -f -`).
-pub async fn run(client: Client, config: OperatorConfig) {
-    let ctx = Arc::new(Context {
-        client,
-        config,
-        failures: Mutex::new(HashMap::new()),
-    });
+/// Runs the controllers of every kind on `ctx` until the future is dropped.
+pub(crate) async fn run_with(ctx: Arc<Context>) {
     futures::join!(
         control::<MultisitePostgreSQL>(ctx.clone()),
         control::<PostgreSQLResource>(ctx.clone()),
         control::<RegionAgent>(ctx)
     );
+}
+
+/// Runs the controllers until the process stops, as the only instance (no leader election:
+/// see [`crate::leader::run_elected`] for several replicas). The CRDs must be installed
+/// (`harmony-operator crds | kubectl apply -f -`).
+pub async fn run(client: Client, config: OperatorConfig) {
+    run_with(context(client, config, None)).await;
 }

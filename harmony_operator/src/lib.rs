@@ -3,18 +3,27 @@
 //!
 //! - [`site`]: the `Site` resource and how a site name becomes a topology;
 //! - [`conditions`]: the status the controller writes;
-//! - [`controller`]: the reconcile loops, finalizers and back-off.
+//! - [`controller`]: the reconcile loops, finalizers and back-off;
+//! - [`leader`]: leader election among replicas on a `coordination.k8s.io` Lease;
+//! - [`cli`]: the `harmony-operator` program.
 //!
 //! User guide: `docs/operator.md`.
 
+pub mod cli;
 pub mod conditions;
 pub mod controller;
+mod health;
+pub mod leader;
+mod managed;
+mod multisite;
+mod once;
 pub mod site;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
 pub use controller::{OperatorConfig, run};
+pub use leader::{LeaderElection, run_elected};
 pub use site::{Site, SiteSpec};
 
 /// The name of the finalizer the controller puts on the resources it manages.

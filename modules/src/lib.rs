@@ -10,3 +10,14 @@ pub mod region;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// Compiles the Rust snippets of the PostgreSQL guide (`docs/modules/multisite_postgresql.md`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/modules/multisite_postgresql.md")]
+pub struct MultisitePostgresqlGuide;
+
+/// Compiles the Rust snippet of the split-plane guide (`docs/split-plane.md`); it uses only
+/// `harmony`, which this crate depends on.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/split-plane.md")]
+pub struct SplitPlaneGuide;

@@ -1,7 +1,7 @@
 //! Validation of the PostgreSQL Scores: every mistake is refused before anything runs, naming
 //! the field and the fix.
 
-use harmony::domain::{RunContext, Score, ValidationError};
+use harmony::domain::{InterpretError, Inventory, RunContext, Score, ValidationError};
 use harmony::infra::multi_site::MultiSiteTopology;
 use harmony::infra::render::RenderTopology;
 use harmony_modules::postgresql::{
@@ -66,6 +66,29 @@ fn an_old_version_over_a_passthrough_route_explains_sni_and_both_ways_out() {
 }
 
 #[test]
+fn an_exact_version_is_accepted_and_an_unknown_minor_lists_the_known_ones() {
+    let mut s = score();
+    s.spec.cluster.version = "17.4".into();
+    check(&s).unwrap();
+    s.spec.cluster.version = "17.99".into();
+    let e = check(&s).unwrap_err();
+    assert_eq!(e.field, "version");
+    assert!(
+        e.problem
+            .contains("no CloudNativePG image of PostgreSQL 17.99"),
+        "{e}"
+    );
+    // Every known 17 minor is listed, and the bare major is offered as the pinned newest.
+    for needle in [
+        "17.0, 17.1, 17.2",
+        "17.10, 17.11",
+        "\"17\" for the newest (17.11",
+    ] {
+        assert!(e.fix.contains(needle), "{needle}: {e}");
+    }
+}
+
+#[test]
 fn unknown_sites_list_the_known_ones() {
     let mut s = score();
     s.spec.topology.replicas.push(ReplicaSite {
@@ -99,11 +122,47 @@ fn replicas_must_be_other_distinct_sites() {
     assert_eq!(check(&s).unwrap_err().field, "topology.replicas");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn without_host_or_apps_domain_a_site_with_no_ingress_domain_names_the_field() {
+    let mut s = score();
+    s.spec.topology.primary.host = None;
+    // The host may still come from the site's ingress domain, read when the Score runs.
+    check(&s).unwrap();
+    // A render has no OpenShift ingress config to read it from: nothing is written.
+    let out = tempfile::tempdir().unwrap();
+    let ctx = RunContext {
+        out_dir: out.path().to_path_buf(),
+        ..RunContext::default()
+    };
+    let t: Sites = MultiSiteTopology::new(
+        "t",
+        ["site-paris", "site-newyork"].map(|s| {
+            (
+                s.parse().unwrap(),
+                RenderTopology::from_context(&ctx).with_site(s),
+            )
+        }),
+    );
+    let e = Score::<Sites>::create_interpret(&s)
+        .execute(&Inventory::empty(), &t)
+        .await
+        .unwrap_err();
+    let InterpretError::Invalid(e) = e else {
+        panic!("expected a validation error, got {e}");
+    };
+    assert_eq!(e.field, "topology.primary.host");
+    assert!(
+        e.problem.contains("ingresses.config.openshift.io/cluster"),
+        "{e}"
+    );
+    assert!(e.fix.contains("topology.primary.appsDomain"), "{e}");
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
+}
+
 #[test]
 fn hosts_are_given_or_derived_and_never_ips_or_garbage() {
     let mut s = score();
     s.spec.topology.primary.host = None;
-    assert_eq!(check(&s).unwrap_err().field, "topology.primary.host");
     s.spec.topology.primary.apps_domain = Some("apps.paris.example.com".into());
     check(&s).unwrap();
     s.spec.topology.primary.apps_domain = Some("apps..bad".into());

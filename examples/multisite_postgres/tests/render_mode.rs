@@ -18,6 +18,14 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `CI`'s value when this is a CI run: `CI` set to anything but empty, `0` or `false` (the
+/// rule tests/run.sh applies too).
+fn ci() -> Option<String> {
+    std::env::var("CI")
+        .ok()
+        .filter(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false"))
+}
+
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
@@ -52,7 +60,16 @@ fn renders_both_sites_matching_the_golden_files_and_twice_identically() {
     );
 
     // UPDATE_GOLDEN=1 rewrites the golden files after an intended change; review the diff.
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+    // Never in CI: a blessed run passes whatever the output.
+    let bless = std::env::var_os("UPDATE_GOLDEN").is_some();
+    if let (true, Some(ci)) = (bless, ci()) {
+        panic!(
+            "UPDATE_GOLDEN is set in CI (CI={ci}): a blessed run rewrites the golden files \
+             instead of comparing with them, so it can never fail; unset UPDATE_GOLDEN (bless \
+             locally and commit the reviewed golden files)"
+        );
+    }
+    if bless {
         let _ = std::fs::remove_dir_all(golden_dir());
         for (rel, bytes) in &rendered {
             let path = golden_dir().join(rel);

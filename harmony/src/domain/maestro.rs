@@ -52,6 +52,9 @@ pub struct ScoreReport {
     pub changes: Vec<ObjectChange>,
     /// The Score's parameters, secrets redacted.
     pub parameters: serde_json::Value,
+    /// Figures the Score reported for machines (its outcome's `data`), when it has any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
     /// Wall time in milliseconds.
     pub duration_ms: u64,
 }
@@ -196,6 +199,7 @@ impl<T: Topology> Maestro<T> {
             details: Vec::new(),
             changes: Vec::new(),
             parameters: score.parameters(),
+            data: None,
             duration_ms: 0,
         }
     }
@@ -218,13 +222,14 @@ impl<T: Topology> Maestro<T> {
         let started = Instant::now();
         let result = with_progress(sink, interpret.execute(&self.inventory, &self.topology)).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let (status, message, details, changes) = match result {
-            Ok(o) => (o.status.into(), o.message, o.details, o.changes),
+        let (status, message, details, changes, data) = match result {
+            Ok(o) => (o.status.into(), o.message, o.details, o.changes, o.data),
             Err(e) => (
                 ScoreStatus::Failed,
                 e.to_string(),
                 Vec::new(),
                 e.applied().to_vec(),
+                None,
             ),
         };
         ScoreReport {
@@ -235,6 +240,7 @@ impl<T: Topology> Maestro<T> {
             details,
             changes,
             parameters: score.parameters(),
+            data,
             duration_ms,
         }
     }
@@ -301,7 +307,8 @@ mod tests {
             if self.fail {
                 return Err(ValidationError::new("step", "told to fail", "don't").into());
             }
-            Ok(Outcome::success(format!("{} done", self.name)))
+            Ok(Outcome::success(format!("{} done", self.name))
+                .with_data(serde_json::json!({"step": self.name})))
         }
     }
 
@@ -356,6 +363,10 @@ mod tests {
         );
         assert_eq!(second.len(), 1);
         assert_eq!(second[0].name, "three");
+        // The outcome's figures reach the report, and its JSON form, as `data`.
+        assert_eq!(second[0].data, Some(serde_json::json!({"step": "three"})));
+        let json = serde_json::to_value(&second[0]).unwrap();
+        assert_eq!(json["data"]["step"], "three");
         let events = events.lock().unwrap();
         assert!(matches!(events[0], HarmonyEvent::TopologyPreparing { .. }));
         assert!(matches!(events[1], HarmonyEvent::TopologyReady { .. }));
@@ -395,6 +406,11 @@ mod tests {
             "{}",
             reports[1].message
         );
+        // A failed or skipped Score has no figures, and its JSON has no `data` key.
+        for r in &reports[1..] {
+            assert_eq!(r.data, None);
+            assert!(serde_json::to_value(r).unwrap().get("data").is_none());
+        }
         let reports = m.run_all(RunOptions { keep_going: true }).await.unwrap();
         let statuses: Vec<_> = reports.iter().map(|r| r.status).collect();
         assert_eq!(

@@ -27,9 +27,19 @@ pub struct Outcome {
     pub details: Vec<String>,
     /// Objects created, updated, deleted or found unchanged.
     pub changes: Vec<ObjectChange>,
+    /// Figures specific to the Score for machines (e.g. replication lag per site); the JSON
+    /// report carries them as `data`. Never secret values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
 }
 
 impl Outcome {
+    /// The same outcome carrying `data` (figures for the JSON report).
+    pub fn with_data(mut self, data: serde_json::Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
     /// A successful outcome.
     pub fn success(message: impl Into<String>) -> Self {
         Self::new(OutcomeStatus::Success, message)
@@ -51,6 +61,7 @@ impl Outcome {
             message: message.into(),
             details: Vec::new(),
             changes: Vec::new(),
+            data: None,
         }
     }
 
@@ -85,6 +96,7 @@ impl Outcome {
             message,
             details: Vec::new(),
             changes,
+            data: None,
         }
     }
 

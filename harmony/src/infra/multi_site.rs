@@ -8,6 +8,7 @@ use super::either::EitherTopology;
 use super::kube::{K8sTopology, KubeTarget};
 use super::render::RenderTopology;
 use crate::domain::capability::MultiSite;
+use crate::domain::operator::{Operator, OperatorHandle};
 use crate::domain::{ExecutionMode, PreparationError, PreparationOutcome, RunContext, Topology};
 use harmony_types::Dns1123Label;
 
@@ -15,6 +16,7 @@ use harmony_types::Dns1123Label;
 pub struct MultiSiteTopology<S> {
     name: String,
     sites: BTreeMap<String, S>,
+    operator: OperatorHandle,
 }
 
 impl<S: Topology> MultiSiteTopology<S> {
@@ -26,7 +28,15 @@ impl<S: Topology> MultiSiteTopology<S> {
         Self {
             name: name.into(),
             sites: sites.into_iter().map(|(n, s)| (n.to_string(), s)).collect(),
+            operator: OperatorHandle::default(),
         }
+    }
+
+    /// The same topology, whose Scores ask `operator` (the run's: `RunContext::operator`) to
+    /// confirm what needs confirming; by default nobody is asked and such Scores are refused.
+    pub fn with_operator(mut self, operator: OperatorHandle) -> Self {
+        self.operator = operator;
+        self
     }
 }
 
@@ -59,7 +69,7 @@ impl MultiSiteTopology<DefaultTopology> {
             };
             sites.push((label, topology));
         }
-        Ok(Self::new(name, sites))
+        Ok(Self::new(name, sites).with_operator(ctx.operator.clone()))
     }
 }
 
@@ -72,6 +82,10 @@ impl<S: Topology> MultiSite for MultiSiteTopology<S> {
 
     fn site_names(&self) -> Vec<String> {
         self.sites.keys().cloned().collect()
+    }
+
+    fn operator(&self) -> &dyn Operator {
+        self.operator.get()
     }
 }
 
@@ -144,5 +158,21 @@ mod tests {
         assert_eq!(err.field, "topology.replicas[0].site");
         assert!(err.fix.contains("site-newyork, site-paris"), "{err}");
         assert!(MultiSiteTopology::from_context("pg", &["Bad_Site"], &ctx).is_err());
+    }
+
+    #[test]
+    fn scores_ask_the_runs_operator_and_nobody_by_default() {
+        use crate::domain::operator::{OperatorHandle, Unattended};
+        let ctx = RunContext {
+            operator: OperatorHandle::new(Unattended { assume_yes: true }),
+            ..RunContext::default()
+        };
+        let t = MultiSiteTopology::from_context("pg", &["site-paris"], &ctx).unwrap();
+        assert_eq!(t.operator().confirm("Promote?"), Ok(true));
+        let t = MultiSiteTopology::new("pg", Vec::<(Dns1123Label, RenderTopology)>::new());
+        assert!(
+            t.operator().confirm("Promote?").is_err(),
+            "nobody answers by default"
+        );
     }
 }

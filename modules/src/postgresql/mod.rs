@@ -1,15 +1,20 @@
 //! PostgreSQL Scores, written against the `PostgreSQL` capability (CloudNativePG on Kubernetes).
 //!
 //! - [`PostgreSQLScore`]: one cluster on one site;
-//! - [`MultisitePostgreSQLScore`]: a primary on one site and replica clusters on others.
+//! - [`MultisitePostgreSQLScore`]: a primary on one site and replica clusters on others;
+//! - [`PostgreSQLSwitchoverScore`]: moves the primary to another site without losing a write;
+//! - [`PostgreSQLFailoverScore`]: promotes the most advanced replica when the primary is lost.
 //!
 //! User guide: `docs/modules/multisite_postgresql.md`.
 
+mod failover;
 mod multisite;
 mod single;
 mod spec;
 mod status;
+mod switchover;
 
+pub use failover::PostgreSQLFailoverScore;
 pub use multisite::{
     Exposure, MIN_MAJOR_FOR_PASSTHROUGH, MultisitePostgreSQL, MultisitePostgreSQLScore,
     MultisitePostgreSQLSpec, PrimarySite, ReplicaSite, SitesSpec,
@@ -17,3 +22,7 @@ pub use multisite::{
 pub use single::{PostgreSQLResource, PostgreSQLScore, PostgreSQLSpec};
 pub use spec::{ClusterSpec, ResourceList, ResourcesSpec, SUPPORTED_MAJORS};
 pub use status::{ResourceStatus, SiteState, StatusCondition};
+pub use switchover::{
+    DistributedCluster, DistributedPostgreSQL, LivePrimary, Member, MemberRole, MemberState,
+    PostgreSQLSwitchoverScore, ReplicaShape, live_primary, member_name,
+};

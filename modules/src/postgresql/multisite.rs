@@ -4,11 +4,13 @@ use async_trait::async_trait;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use harmony::domain::capability::{
-    CredentialsLookup, MultiSite, PostgreSQL, PostgresCluster, PrimaryExposure, ReplicationSource,
+    CredentialsLookup, DistributedPostgreSQL, MemberRole, MultiSite, PostgreSQL, PostgresCluster,
+    PrimaryExposure, ReplicationSource,
 };
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::{
@@ -19,6 +21,11 @@ use harmony::types::{Dns1123Label, HostName, Version};
 
 use super::spec::ClusterSpec;
 use super::status::ResourceStatus;
+
+/// The replication status read and the apply's wait for streaming replicas.
+mod health;
+/// CloudNativePG's distributed topology: the live-primary check and the secrets' copies.
+mod members;
 
 /// The first major version whose libpq can open TLS directly (`sslnegotiation=direct`), which
 /// an SNI-routed passthrough Route needs.
@@ -31,7 +38,9 @@ pub struct PrimarySite {
     /// The site's name in the topology.
     #[schemars(length(max = 63))]
     pub site: String,
-    /// The Route (or load balancer) host; derived from `appsDomain` when absent.
+    /// The Route (or load balancer) host. When absent, a Route's host is
+    /// `<name>-<namespace>.<appsDomain>`, or without `appsDomain` the same under the site's
+    /// OpenShift ingress domain (`ingresses.config.openshift.io/cluster`), read at run time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub host: Option<String>,
@@ -59,6 +68,10 @@ pub struct SitesSpec {
     /// One or more replica sites.
     #[schemars(length(min = 1, max = 16))]
     pub replicas: Vec<ReplicaSite>,
+    /// Replica site to its own Route (or load balancer) host: such a replica is exposed like
+    /// the primary, and status reads measure its streaming and lag through it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub replica_hosts: BTreeMap<String, String>,
 }
 
 /// How replicas on other sites reach the primary.
@@ -113,6 +126,16 @@ pub struct MultisitePostgreSQLSpec {
     /// How long to wait for the operator to create the replication secrets on the primary.
     #[serde(default = "default_credentials_timeout")]
     pub credentials_timeout_seconds: u64,
+    /// Whether an apply waits until every replica streams within `maxReplicaLagBytes`.
+    #[serde(default = "default_true")]
+    pub wait_for_streaming: bool,
+    /// How long an apply waits for the replicas to stream.
+    #[serde(default = "default_streaming_timeout")]
+    pub streaming_timeout_seconds: u64,
+    /// The most WAL (bytes) a streaming replica may lag behind the primary and count as within
+    /// the threshold (the apply's wait; the operator's Ready).
+    #[serde(default = "default_max_replica_lag_bytes")]
+    pub max_replica_lag_bytes: u64,
 }
 
 /// A PostgreSQL cluster replicated across sites through CloudNativePG replica clusters.
@@ -124,6 +147,12 @@ pub struct MultisitePostgreSQLScore {
     pub namespace: String,
     /// Everything else.
     pub spec: MultisitePostgreSQLSpec,
+    /// Where status reads connect for a host (Route or load-balancer host) instead of resolving
+    /// it; the TLS server name and the certificate check still use the host (as curl's
+    /// `--connect-to`). For running Harmony where the sites' hosts do not resolve. Not part of
+    /// the spec.
+    #[serde(skip)]
+    pub status_connect_to: BTreeMap<String, SocketAddr>,
 }
 
 impl MultisitePostgreSQLScore {
@@ -137,13 +166,20 @@ impl MultisitePostgreSQLScore {
                 .clone()
                 .unwrap_or_else(|| "default".into()),
             spec: resource.spec.clone(),
+            status_connect_to: BTreeMap::new(),
         }
     }
 
-    /// The owners (ApplySet names) of what this Score applies, per step; cleanup deletes them.
-    pub fn owners(&self) -> [String; 3] {
+    /// The owners (ApplySet names) of what this Score applies, per step, the same on every
+    /// site whatever its role (so a switchover never moves an object from one owner to
+    /// another); cleanup deletes them. `cluster`: each site's `Cluster`; `exposure`: its Route or
+    /// load balancer; `credentials`: the copies of the other sites' replication secrets. The last
+    /// two, `primary` and `replica`, owned the `Cluster`s and copies before the distributed
+    /// topology: they are listed so that cleanup also finds what they still hold.
+    pub fn owners(&self) -> [String; 5] {
         let score = format!("MultisitePostgreSQL {}/{}", self.namespace, self.name);
-        ["primary", "exposure", "replica"].map(|step| format!("{score} {step}"))
+        ["cluster", "exposure", "credentials", "primary", "replica"]
+            .map(|step| format!("{score} {step}"))
     }
 }
 
@@ -155,14 +191,32 @@ fn default_credentials_timeout() -> u64 {
     300
 }
 
+fn default_true() -> bool {
+    true
+}
+
+fn default_streaming_timeout() -> u64 {
+    600
+}
+
+/// One WAL segment (16 MiB).
+fn default_max_replica_lag_bytes() -> u64 {
+    16 * 1024 * 1024
+}
+
 /// Everything the Interpret needs, checked.
 struct Resolved {
     primary_site: String,
     replica_sites: Vec<String>,
+    /// Per replica site, in order: its own exposure, when `topology.replicaHosts` names it.
+    replica_exposures: Vec<Option<PrimaryExposure>>,
     primary: PostgresCluster,
     replica: PostgresCluster,
     source: ReplicationSource,
     timeout: Duration,
+    /// How long an apply waits for streaming (`None`: it does not wait).
+    streaming_wait: Option<Duration>,
+    max_lag_bytes: u64,
 }
 
 impl MultisitePostgreSQLScore {
@@ -193,16 +247,51 @@ impl MultisitePostgreSQLScore {
                             site: s.to_string(),
                         })
                         .collect(),
+                    replica_hosts: BTreeMap::new(),
                 },
                 exposure: Exposure::Route,
                 wal_keep_size: default_wal_keep_size(),
                 server_tls_secret: None,
                 credentials_timeout_seconds: default_credentials_timeout(),
+                wait_for_streaming: true,
+                streaming_timeout_seconds: default_streaming_timeout(),
+                max_replica_lag_bytes: default_max_replica_lag_bytes(),
             },
+            status_connect_to: BTreeMap::new(),
         }
     }
 
-    fn host(&self) -> Result<HostName, ValidationError> {
+    /// Whether the Route host comes from the primary site's ingress domain: a Route, and
+    /// neither `host` nor `appsDomain` given.
+    pub(crate) fn needs_site_domain(&self) -> bool {
+        let p = &self.spec.topology.primary;
+        p.host.is_none() && p.apps_domain.is_none() && self.spec.exposure == Exposure::Route
+    }
+
+    /// Resolves the Score against `topology`: when the Route host comes from the primary
+    /// site's ingress domain, that site is asked for it (a read, nothing is applied).
+    async fn resolve_on<T>(&self, topology: &T) -> Result<Resolved, InterpretError>
+    where
+        T: Topology + MultiSite,
+        T::Site: PostgreSQL,
+    {
+        if !self.needs_site_domain() {
+            return Ok(self.resolve()?);
+        }
+        let name = &self.spec.topology.primary.site;
+        topology.check_site("topology.primary.site", name)?;
+        let domain = site(topology, name)?.ingress_domain().await.map_err(|source| {
+            InterpretError::Capability {
+                action: format!("reading the ingress domain of site {name} for the Route host (topology.primary.host or appsDomain skips this)"),
+                applied: Vec::new(),
+                source,
+            }
+        })?;
+        Ok(self.resolve_with(domain.as_deref())?)
+    }
+
+    /// `site_domain`: the primary site's ingress domain, when it was read and it has one.
+    fn host(&self, site_domain: Option<&str>) -> Result<HostName, ValidationError> {
         let p = &self.spec.topology.primary;
         let (field, text) = match (&p.host, &p.apps_domain, self.spec.exposure) {
             (Some(h), _, _) => ("topology.primary.host", h.clone()),
@@ -210,13 +299,22 @@ impl MultisitePostgreSQLScore {
                 "topology.primary.appsDomain",
                 format!("{}-{}.{d}", self.name, self.namespace),
             ),
-            (None, _, Exposure::Route) => {
-                return Err(ValidationError::new(
+            (None, None, Exposure::Route) => match site_domain.filter(|d| !d.is_empty()) {
+                Some(d) => (
                     "topology.primary.host",
-                    "neither host nor appsDomain is set",
-                    "give the Route host (topology.primary.host) or the site's apps domain (topology.primary.appsDomain)",
-                ));
-            }
+                    format!("{}-{}.{d}", self.name, self.namespace),
+                ),
+                None => {
+                    return Err(ValidationError::new(
+                        "topology.primary.host",
+                        format!(
+                            "neither host nor appsDomain is set, and site {:?} has no ingress domain to derive it from (OpenShift's ingresses.config.openshift.io/cluster .spec.domain)",
+                            p.site
+                        ),
+                        "give the Route host (topology.primary.host) or the site's apps domain (topology.primary.appsDomain)",
+                    ));
+                }
+            },
             (None, _, Exposure::LoadBalancer) => {
                 return Err(ValidationError::new(
                     "topology.primary.host",
@@ -243,7 +341,13 @@ impl MultisitePostgreSQLScore {
         })
     }
 
+    /// Resolves what needs no site: a Route host from the primary site's ingress domain is
+    /// missing here (see [`Self::resolve_on`]).
     fn resolve(&self) -> Result<Resolved, ValidationError> {
+        self.resolve_with(None)
+    }
+
+    fn resolve_with(&self, site_domain: Option<&str>) -> Result<Resolved, ValidationError> {
         let mut primary = self.spec.cluster.resolve(&self.name, &self.namespace)?;
         if self.spec.exposure == Exposure::Route
             && primary.major_version < MIN_MAJOR_FOR_PASSTHROUGH
@@ -294,7 +398,13 @@ impl MultisitePostgreSQLScore {
         }
         let mut seen = BTreeSet::new();
         let mut replica_sites = Vec::new();
+        let mut replica_exposures = Vec::new();
         for (i, r) in self.spec.topology.replicas.iter().enumerate() {
+            replica_exposures.push(health::replica_exposure(
+                &r.site,
+                self.spec.topology.replica_hosts.get(&r.site),
+                self.spec.exposure,
+            )?);
             let field = format!("topology.replicas[{i}].site");
             if r.site == primary_site {
                 return Err(ValidationError::new(
@@ -312,7 +422,8 @@ impl MultisitePostgreSQLScore {
             }
             replica_sites.push(r.site.clone());
         }
-        let host = self.host()?;
+        health::check_replica_hosts(&self.spec.topology)?;
+        let host = self.host(site_domain)?;
         let exposure = match self.spec.exposure {
             Exposure::Route => PrimaryExposure::PassthroughRoute { host: host.clone() },
             Exposure::LoadBalancer => PrimaryExposure::LoadBalancer { host: host.clone() },
@@ -339,6 +450,12 @@ impl MultisitePostgreSQLScore {
             replica,
             source,
             timeout: Duration::from_secs(self.spec.credentials_timeout_seconds),
+            streaming_wait: self
+                .spec
+                .wait_for_streaming
+                .then(|| Duration::from_secs(self.spec.streaming_timeout_seconds)),
+            max_lag_bytes: self.spec.max_replica_lag_bytes,
+            replica_exposures,
         })
     }
 }
@@ -346,7 +463,7 @@ impl MultisitePostgreSQLScore {
 impl<T> Score<T> for MultisitePostgreSQLScore
 where
     T: Topology + MultiSite + 'static,
-    T::Site: PostgreSQL,
+    T::Site: PostgreSQL + DistributedPostgreSQL,
 {
     fn name(&self) -> String {
         format!("MultisitePostgreSQL {}/{}", self.namespace, self.name)
@@ -361,7 +478,10 @@ where
     }
 
     fn validate(&self) -> Result<(), ValidationError> {
-        self.resolve().map(|_| ())
+        // A host from the site's ingress domain is read at run time; every other rule
+        // (including the host's shape) is checked now, on a stand-in domain.
+        let stand_in = self.needs_site_domain().then_some("ingress-domain.invalid");
+        self.resolve_with(stand_in).map(|_| ())
     }
 
     fn validate_on(&self, topology: &T) -> Result<(), ValidationError> {
@@ -402,7 +522,7 @@ fn on_site(site: &str, changes: Vec<ObjectChange>) -> Vec<ObjectChange> {
 impl<T> Interpret<T> for MultisitePostgreSQLScore
 where
     T: Topology + MultiSite + 'static,
-    T::Site: PostgreSQL,
+    T::Site: PostgreSQL + DistributedPostgreSQL,
 {
     fn name(&self) -> InterpretName {
         InterpretName("MultisitePostgreSQL")
@@ -413,9 +533,10 @@ where
     }
 
     async fn execute(&self, _: &Inventory, topology: &T) -> Result<Outcome, InterpretError> {
-        let r = self.resolve()?;
         self.validate_on(topology)?;
-        let [owner_primary, owner_exposure, owner_replica] = self.owners();
+        let r = self.resolve_on(topology).await?;
+        let cluster = members::distributed(&r)?;
+        let [owner_cluster, owner_exposure, owner_credentials, ..] = self.owners();
         let fail = |action: String, applied: &[ObjectChange], more: Vec<ObjectChange>, source| {
             InterpretError::Capability {
                 action,
@@ -440,10 +561,34 @@ where
                     e,
                 )
             })?;
+        for (name, exposure) in r.replica_sites.iter().zip(&r.replica_exposures) {
+            if let Some(e) = exposure {
+                site(topology, name)?
+                    .check_exposure(&r.replica, e)
+                    .await
+                    .map_err(|e| {
+                        fail(
+                            format!("checking how site {name} can expose its replica"),
+                            &[],
+                            Vec::new(),
+                            e,
+                        )
+                    })?;
+            }
+        }
+
+        let live = members::live_states(self, &cluster, topology).await?;
+        let role = MemberRole::primary_is(&r.primary_site);
 
         report_progress(format!("primary cluster on {}", r.primary_site));
         let applied = primary
-            .apply_cluster(&r.primary, &owner_primary)
+            .apply_member(
+                &cluster,
+                &r.primary_site,
+                &role,
+                live.get(&r.primary_site),
+                &owner_cluster,
+            )
             .await
             .map_err(|f| {
                 fail(
@@ -486,10 +631,11 @@ where
             CredentialsLookup::NotObservable(why) => (None, Some(why)),
         };
 
-        for name in &r.replica_sites {
+        for (i, name) in r.replica_sites.iter().enumerate() {
             report_progress(format!("replica cluster on {name}"));
+            let replica = health::replica_cluster(&r, i);
             let applied = site(topology, name)?
-                .apply_replica(&r.replica, &r.source, credentials.as_ref(), &owner_replica)
+                .apply_member(&cluster, name, &role, live.get(name), &owner_cluster)
                 .await
                 .map_err(|f| {
                     fail(
@@ -500,8 +646,32 @@ where
                     )
                 })?;
             changes.extend(on_site(name, applied));
+            if let Some(e) = &r.replica_exposures[i] {
+                let applied = site(topology, name)?
+                    .expose_primary(&replica, e, &owner_exposure)
+                    .await
+                    .map_err(|f| {
+                        fail(
+                            format!("exposing the replica on {name}"),
+                            &changes,
+                            on_site(name, f.applied),
+                            f.error,
+                        )
+                    })?;
+                changes.extend(on_site(name, applied));
+            }
         }
 
+        let missing = members::copy_credentials(
+            &r,
+            &cluster,
+            topology,
+            credentials,
+            &owner_credentials,
+            &mut changes,
+        )
+        .await?;
+        let (replication, figures) = health::verify(self, &r, topology, &changes).await?;
         let mut outcome = Outcome::from_changes(changes);
         let exposure = &r.source.exposure;
         outcome.details.push(format!(
@@ -515,10 +685,25 @@ where
                 ""
             }
         ));
-        if let Some(why) = note {
+        if self.needs_site_domain() {
+            outcome.details.push(format!(
+                "Route host {} derived from the ingress domain of site {} (ingresses.config.openshift.io/cluster)",
+                exposure.host(),
+                r.primary_site
+            ));
+        }
+        for why in note.into_iter().chain(missing) {
             outcome
                 .details
                 .push(format!("replication secrets not copied: {why}"));
+        }
+        outcome.details.extend(replication);
+        if let Some(report) = figures {
+            // The same figures as the table, for machines: the JSON report's `data`.
+            match serde_json::to_value(&report) {
+                Ok(value) => outcome = outcome.with_data(serde_json::json!({"replication": value})),
+                Err(e) => log::warn!("the replication figures could not be encoded: {e}"),
+            }
         }
         Ok(outcome)
     }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use harmony::domain::ValidationError;
 use harmony::domain::capability::{ComputeResources, PostgresCluster};
+use harmony::infra::cnpg::versions::{self, UnknownVersion};
 use harmony::types::{Dns1123Label, Quantity};
 
 /// Major versions the CloudNativePG operand images exist for.
@@ -39,7 +40,8 @@ pub struct ResourcesSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClusterSpec {
-    /// PostgreSQL version: a major (`"17"`) or major.minor (`"17.2"`).
+    /// PostgreSQL version: exactly `"17.4"`, or a major (`"17"`), which pins the newest minor
+    /// Harmony knows so that every site runs the same image.
     #[schemars(length(max = 16))]
     pub version: String,
     /// Instances per site (one primary, the rest standbys).
@@ -51,7 +53,7 @@ pub struct ClusterSpec {
     #[serde(default)]
     pub resources: ResourcesSpec,
     /// Operand image per major version (`"17": "registry.example.com/postgresql:17.6"`); majors
-    /// not listed use CloudNativePG's image.
+    /// not listed use CloudNativePG's image of the exact version.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub image_catalog: BTreeMap<String, String>,
 }
@@ -74,12 +76,17 @@ impl ClusterSpec {
 
     /// The major version, or an error naming `version`.
     pub fn major(&self) -> Result<u32, ValidationError> {
+        self.parsed_version().map(|(major, _)| major)
+    }
+
+    /// `version` as (major, minor when given), or an error naming `version`.
+    fn parsed_version(&self) -> Result<(u32, Option<u32>), ValidationError> {
         let bad = |problem: String| {
             ValidationError::new(
                 "version",
                 problem,
                 format!(
-                    "give a PostgreSQL major version from {} to {}, such as \"17\"",
+                    "give a PostgreSQL major version from {} to {}, such as \"17\", or an exact version such as \"17.4\"",
                     SUPPORTED_MAJORS.start(),
                     SUPPORTED_MAJORS.end()
                 ),
@@ -90,11 +97,14 @@ impl ClusterSpec {
             .next()
             .and_then(|m| m.parse().ok())
             .ok_or_else(|| bad(format!("{:?} is not a version number", self.version)))?;
-        if parts
-            .next()
-            .is_some_and(|minor| minor.parse::<u32>().is_err())
-            || parts.next().is_some()
-        {
+        let minor = match parts.next() {
+            None => None,
+            Some(m) => Some(
+                m.parse::<u32>()
+                    .map_err(|_| bad(format!("{:?} is not MAJOR or MAJOR.MINOR", self.version)))?,
+            ),
+        };
+        if parts.next().is_some() {
             return Err(bad(format!(
                 "{:?} is not MAJOR or MAJOR.MINOR",
                 self.version
@@ -103,7 +113,55 @@ impl ClusterSpec {
         if !SUPPORTED_MAJORS.contains(&major) {
             return Err(bad(format!("PostgreSQL {major} is not supported")));
         }
-        Ok(major)
+        Ok((major, minor))
+    }
+
+    /// The operand image `version` stands for: the `imageCatalog` entry of its major, else
+    /// CloudNativePG's image of exactly that minor, or of the newest known minor when `version`
+    /// names only the major (so every site runs the same minor).
+    fn image(&self, major: u32, minor: Option<u32>) -> Result<String, ValidationError> {
+        let field = format!("imageCatalog.{major}");
+        let listed = self
+            .image_catalog
+            .iter()
+            .find(|(key, _)| key.parse::<u32>().ok() == Some(major));
+        if let Some((_, image)) = listed {
+            if let (Some(minor), Some(tagged)) = (minor, tagged_minor(image, major))
+                && tagged != minor
+            {
+                return Err(ValidationError::new(
+                    field,
+                    format!(
+                        "{image:?} is tagged PostgreSQL {major}.{tagged}, but version is {:?}",
+                        self.version
+                    ),
+                    format!(
+                        "set version to \"{major}.{tagged}\", or map {major} to an image of {major}.{minor}"
+                    ),
+                ));
+            }
+            return Ok(image.clone());
+        }
+        match versions::resolve(major, minor) {
+            Ok(exact) => Ok(exact.image()),
+            Err(UnknownVersion::Minor { asked, known }) => {
+                let listed: Vec<String> = known.iter().map(ToString::to_string).collect();
+                let newest = known.last().map(ToString::to_string).unwrap_or_default();
+                Err(ValidationError::new(
+                    "version",
+                    format!("Harmony knows no CloudNativePG image of PostgreSQL {asked}"),
+                    format!(
+                        "use a known {major} minor ({}), or \"{major}\" for the newest ({newest}, pinned so every site runs the same), or map \"{major}\" to your own image in imageCatalog",
+                        listed.join(", ")
+                    ),
+                ))
+            }
+            Err(UnknownVersion::Major(_)) => Err(ValidationError::new(
+                "version",
+                format!("Harmony knows no CloudNativePG image of PostgreSQL {major}"),
+                format!("map \"{major}\" to an image in imageCatalog"),
+            )),
+        }
     }
 
     /// The typed cluster for `name` in `namespace`, or the first problem, naming its field.
@@ -116,7 +174,7 @@ impl ClusterSpec {
                 "use a DNS-1123 label such as \"tenant-a\"",
             )
         })?;
-        let major_version = self.major()?;
+        let (major_version, minor) = self.parsed_version()?;
         if self.instances == 0 {
             return Err(ValidationError::new(
                 "instances",
@@ -151,10 +209,9 @@ impl ClusterSpec {
                 ));
             }
         }
-        let mut image = None;
         for (major, value) in &self.image_catalog {
             let field = format!("imageCatalog.{major}");
-            let m: u32 = major.parse().map_err(|_| {
+            major.parse::<u32>().map_err(|_| {
                 ValidationError::new(
                     &field,
                     format!("{major:?} is not a major version"),
@@ -165,13 +222,11 @@ impl ClusterSpec {
                 return Err(ValidationError::new(
                     &field,
                     format!("{value:?} is not an image reference"),
-                    "give an image such as \"ghcr.io/cloudnative-pg/postgresql:17.6\"",
+                    "give an image such as \"ghcr.io/cloudnative-pg/postgresql:17.6-standard-trixie\"",
                 ));
             }
-            if m == major_version {
-                image = Some(value.clone());
-            }
         }
+        let image = Some(self.image(major_version, minor)?);
         Ok(PostgresCluster {
             name,
             namespace,
@@ -212,6 +267,16 @@ fn cluster_name(name: &str) -> Result<Dns1123Label, ValidationError> {
     Ok(label)
 }
 
+/// The minor of `major` an image's tag starts with (`17.6` in `...postgresql:17.6-standard`),
+/// if the tag says one; digests and registry ports are not tags.
+fn tagged_minor(image: &str, major: u32) -> Option<u32> {
+    let name = image.split('@').next()?;
+    let tag = name.rsplit('/').next()?.split_once(':')?.1;
+    let rest = tag.strip_prefix(&format!("{major}."))?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 fn quantity(field: &str, value: &str) -> Result<Quantity, ValidationError> {
     Quantity::parse(value).map_err(|e| {
         ValidationError::new(
@@ -243,7 +308,47 @@ mod tests {
             ("finance-db", "tenant-a", 17)
         );
         assert_eq!(c.resources.cpu_request.unwrap().as_str(), "500m");
-        assert_eq!(c.image, None);
+        // A bare major pins the newest known minor, never the floating tag.
+        assert_eq!(
+            c.image.as_deref(),
+            Some(versions::newest(17).unwrap().image().as_str())
+        );
+    }
+
+    #[test]
+    fn an_exact_version_renders_exactly_its_image() {
+        let mut s = spec();
+        s.version = "17.4".into();
+        let c = s.resolve("db", "ns").unwrap();
+        assert_eq!(c.major_version, 17);
+        assert_eq!(
+            c.image.as_deref(),
+            Some("ghcr.io/cloudnative-pg/postgresql:17.4")
+        );
+    }
+
+    #[test]
+    fn an_unknown_minor_is_refused_listing_the_known_ones() {
+        let mut s = spec();
+        s.version = "17.99".into();
+        let e = s.resolve("db", "ns").unwrap_err();
+        assert_eq!(e.field, "version");
+        assert!(e.problem.contains("17.99"), "{e}");
+        for needle in [
+            "17.0, 17.1",
+            "17.11",
+            "\"17\" for the newest",
+            "imageCatalog",
+        ] {
+            assert!(e.fix.contains(needle), "{needle}: {e}");
+        }
+        // The catalogue is the way to a minor Harmony does not know yet.
+        s.image_catalog
+            .insert("17".into(), "registry.example.com/pg:17.99".into());
+        assert_eq!(
+            s.resolve("db", "ns").unwrap().image.as_deref(),
+            Some("registry.example.com/pg:17.99")
+        );
     }
 
     #[test]
@@ -298,5 +403,32 @@ mod tests {
         );
         s.image_catalog.insert("x".into(), "y".into());
         assert_eq!(s.resolve("db", "ns").unwrap_err().field, "imageCatalog.x");
+    }
+
+    #[test]
+    fn a_catalogue_image_of_another_minor_than_the_version_is_refused() {
+        let mut s = spec();
+        s.version = "17.4".into();
+        s.image_catalog.insert(
+            "17".into(),
+            "registry.example.com:5000/pg:17.6-standard-trixie@sha256:ab".into(),
+        );
+        let e = s.resolve("db", "ns").unwrap_err();
+        assert_eq!(e.field, "imageCatalog.17");
+        assert!(e.fix.contains("\"17.6\""), "{e}");
+        s.version = "17.6".into();
+        assert!(s.resolve("db", "ns").is_ok());
+        // A tag that names no minor is the user's business.
+        s.image_catalog
+            .insert("17".into(), "registry.example.com/pg:stable".into());
+        assert!(s.resolve("db", "ns").is_ok());
+    }
+
+    #[test]
+    fn every_supported_major_has_images() {
+        assert_eq!(
+            versions::known_majors(),
+            SUPPORTED_MAJORS.collect::<Vec<_>>()
+        );
     }
 }

@@ -30,6 +30,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+pub mod replicated;
+
 /// The namespace and cluster name the haproxy backend is named after (`be_tcp_<ns>_<name>`).
 pub const ROUTE_NAMESPACE: &str = "tenant-a";
 /// See [`ROUTE_NAMESPACE`].
@@ -134,6 +136,9 @@ pub struct DataPath {
     client: PathBuf,
     haproxy: Option<Child>,
     pg_started: bool,
+    /// More SNI routes (host, backend name, PostgreSQL port on 127.0.0.1), as more passthrough
+    /// Routes on the same router; see [`DataPath::add_route`].
+    extra_routes: Vec<(String, String, u16)>,
 }
 
 impl DataPath {
@@ -191,6 +196,7 @@ impl DataPath {
             client: tools.client.clone(),
             haproxy: None,
             pg_started: false,
+            extra_routes: Vec::new(),
         };
         dp.make_pki(&tools.openssl)?;
         dp.start_postgres()?;
@@ -242,6 +248,18 @@ impl DataPath {
             tail(&self.pg_dir().join("postgres.log")),
             tail(&self.dir.path().join("haproxy.log"))
         )
+    }
+
+    /// haproxy's whole log: with `option tcplog`, one line per connection naming the frontend and
+    /// `backend/server` it went to (`be_no_sni/<NOSRV>` for a connection no Route matched).
+    pub fn haproxy_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("haproxy.log")).unwrap_or_default()
+    }
+
+    /// PostgreSQL's whole log: with `log_connections = on`, one `connection received` line per
+    /// connection that reached it.
+    pub fn postgres_log(&self) -> String {
+        std::fs::read_to_string(self.pg_dir().join("postgres.log")).unwrap_or_default()
     }
 
     /// Runs `tests/pg-datapath/client.py` with these libpq connection parameters (it adds
@@ -538,11 +556,37 @@ impl DataPath {
         )
     }
 
+    /// Routes `host` (by SNI, on the same haproxy port) to PostgreSQL on 127.0.0.1:`port`
+    /// through a backend named `backend`, as one more passthrough Route on the same router;
+    /// haproxy is restarted with the new configuration.
+    pub fn add_route(&mut self, host: &str, backend: &str, port: u16) -> Result<(), String> {
+        let haproxy = find_program("haproxy")
+            .ok_or_else(|| format!("haproxy not found in PATH or /usr/sbin; {INSTALL_HINT}"))?;
+        self.extra_routes
+            .push((host.to_string(), backend.to_string(), port));
+        if let Some(mut child) = self.haproxy.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.start_haproxy(&haproxy)
+    }
+
     fn start_haproxy(&mut self, haproxy: &Path) -> Result<(), String> {
         let backend = format!("be_tcp_{ROUTE_NAMESPACE}_{ROUTE_NAME}");
+        let (mut extra_rules, mut extra_backends) = (String::new(), String::new());
+        for (host, be, port) in &self.extra_routes {
+            extra_rules.push_str(&format!(
+                "\x20   use_backend {be} if {{ req_ssl_sni -i {host} }}\n"
+            ));
+            extra_backends.push_str(&format!(
+                "backend {be}\n\x20   mode tcp\n\x20   server pod:{be} 127.0.0.1:{port}\n"
+            ));
+        }
         // Like the OpenShift router's `public_ssl` frontend for passthrough Routes: accept only a
         // TLS ClientHello, route on its SNI; anything else falls to a backend that does not reach
         // PostgreSQL (no servers: haproxy closes the connection).
+        // `timeout tunnel` (the router's default is 1h) keeps an idle streaming connection open
+        // once both sides are connected; the client/server timeouts would cut it after 30 s.
         let cfg = format!(
             "global\n\
              \x20   maxconn 256\n\
@@ -554,16 +598,19 @@ impl DataPath {
              \x20   timeout connect 5s\n\
              \x20   timeout client 30s\n\
              \x20   timeout server 30s\n\
+             \x20   timeout tunnel 1h\n\
              frontend public_ssl\n\
              \x20   bind 127.0.0.1:{hp}\n\
              \x20   mode tcp\n\
              \x20   tcp-request inspect-delay 5s\n\
              \x20   tcp-request content accept if {{ req_ssl_hello_type 1 }}\n\
              \x20   use_backend {backend} if {{ req_ssl_sni -i {host} }}\n\
+             {extra_rules}\
              \x20   default_backend be_no_sni\n\
              backend {backend}\n\
              \x20   mode tcp\n\
              \x20   server pod:{name}-rw 127.0.0.1:{pg}\n\
+             {extra_backends}\
              backend be_no_sni\n\
              \x20   mode tcp\n",
             hp = self.haproxy_port,

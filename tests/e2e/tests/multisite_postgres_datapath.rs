@@ -14,7 +14,8 @@ use harmony_modules::postgresql::MultisitePostgreSQLScore;
 
 type Sites = MultiSiteTopology<RenderTopology>;
 
-/// Renders the Score and returns the replica's `externalClusters[0]` entry.
+/// Renders the Score and returns the replica's `externalClusters` entry for the primary (the one
+/// its `spec.replica.source` names).
 async fn generated_external_cluster(score: MultisitePostgreSQLScore) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let ctx = RunContext {
@@ -37,7 +38,14 @@ async fn generated_external_cluster(score: MultisitePostgreSQLScore) -> Value {
         "site-newyork/kubernetes/namespaces/tenant-a/cluster.postgresql.cnpg.io_finance-db.yaml",
     );
     let replica: Value = serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    replica["spec"]["externalClusters"][0].clone()
+    let source = &replica["spec"]["replica"]["source"];
+    replica["spec"]["externalClusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| &e["name"] == source)
+        .unwrap_or_else(|| panic!("no entry named by spec.replica.source: {replica}"))
+        .clone()
 }
 
 /// libpq parameters from the entry, as the operator builds them: `connectionParameters` as they

@@ -2,6 +2,8 @@
 //! posts them to the HTTP boot server of an `HAClusterTopology`, which records them in its
 //! SQLite inventory.
 
+use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Duration;
 
 use harmony::domain::RunContext;
@@ -10,6 +12,60 @@ use harmony::infra::okd::{BareMetalServices, HAClusterTopology};
 use harmony::types::Url;
 use harmony_discovery_agent::{Facts, post};
 use harmony_e2e::okd_lab::layout;
+
+/// Logical CPUs: the distinct `processor : N` ids of `/proc/cpuinfo`.
+fn cpus_in_proc() -> u32 {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+    let ids: BTreeSet<u32> = text
+        .lines()
+        .filter_map(|l| {
+            let (key, value) = l.split_once(':')?;
+            (key.trim() == "processor").then(|| value.trim().parse().unwrap())
+        })
+        .collect();
+    assert!(!ids.is_empty(), "no processor in /proc/cpuinfo:\n{text}");
+    ids.len() as u32
+}
+
+/// `MemTotal` of `/proc/meminfo`, in bytes.
+fn mem_total_in_proc() -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .unwrap_or_else(|| panic!("no MemTotal in /proc/meminfo:\n{text}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.len(), 3, "{line}");
+    assert_eq!(words[2], "kB", "{line}");
+    words[1].parse::<u64>().unwrap() * 1024
+}
+
+/// Whole physical disks with media, sorted by name, with their size in KiB: the entries of
+/// `/proc/partitions` (sizes in 1 KiB blocks) that are not partitions and not virtual devices
+/// (loop, ram, zram, device-mapper, md live under /sys/devices/virtual).
+fn whole_disks_in_proc() -> Vec<(String, u64)> {
+    let text = std::fs::read_to_string("/proc/partitions").unwrap();
+    let mut disks: Vec<(String, u64)> = text
+        .lines()
+        .skip(2)
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let [_major, _minor, blocks, name] = words[..] else {
+                return None;
+            };
+            Some((name.to_string(), blocks.parse::<u64>().unwrap()))
+        })
+        .filter(|(name, blocks)| {
+            let dev = Path::new("/sys/class/block").join(name);
+            let real = std::fs::canonicalize(&dev).unwrap_or_default();
+            *blocks > 0
+                && !dev.join("partition").exists()
+                && !real.starts_with("/sys/devices/virtual")
+        })
+        .collect();
+    disks.sort();
+    disks
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_agent_reports_this_machine_into_the_inventory() {
@@ -42,9 +98,23 @@ async fn the_agent_reports_this_machine_into_the_inventory() {
     let h = &hosts[0];
     assert_eq!(h.id, report.id);
     assert_eq!(h.macs, report.macs);
-    assert_eq!(h.cpu_count, facts.cpu_count().unwrap());
-    assert_eq!(h.memory_bytes, facts.memory_bytes().unwrap());
-    assert_eq!(h.disks.len(), report.disks.len());
+    // The recorded facts against this machine as the test reads it itself.
+    assert_eq!(h.cpu_count, cpus_in_proc(), "CPUs: /proc/cpuinfo");
+    assert_eq!(h.memory_bytes, mem_total_in_proc(), "memory: /proc/meminfo");
+    let disks: Vec<(String, u64)> = h
+        .disks
+        .iter()
+        .map(|d| (d.name.clone(), d.size_bytes / 1024))
+        .collect();
+    let expected = whole_disks_in_proc();
+    assert!(
+        !expected.is_empty(),
+        "this machine has no whole disk in /proc/partitions: the disk comparison would prove nothing"
+    );
+    assert_eq!(
+        disks, expected,
+        "disks (name, KiB): recorded vs /proc/partitions"
+    );
 
     let bad = Url::parse(&format!("http://{addr}/nope")).unwrap();
     let err = tokio::task::spawn_blocking(move || post(&bad, &report, Duration::from_secs(10)))

@@ -3,6 +3,8 @@
 //! in its backend pool (a TLS server on the bootstrap host's address answering the /readyz
 //! health check). Reloads keep one process per configuration. Runs as root.
 
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -21,6 +23,37 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Whether `pid` is a live process (a zombie has exited).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+/// The live haproxy processes whose command line names `cfg` (`-f <cfg>`), from `/proc`, sorted.
+fn haproxy_processes(cfg: &Path) -> Vec<i32> {
+    let cfg = cfg.as_os_str().as_bytes();
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|pid| {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            args.first().is_some_and(|a| a.ends_with(b"haproxy"))
+                && args.windows(2).any(|w| w[0] == b"-f" && w[1] == cfg)
+        })
+        .filter(|pid| running(*pid))
+        .collect();
+    pids.sort();
+    pids
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -114,9 +147,15 @@ async fn api_frontend_reaches_a_listener_in_its_backend_pool() {
         "no TLS session through {LOAD_BALANCER}:6443 reached the bootstrap listener within 30 s"
     );
 
-    // Unchanged configuration: no reload. Changed: a new process replaces the old one.
+    // Unchanged configuration: no reload. Changed: a new process replaces the old one, and the
+    // old one exits: one process per configuration.
     let daemon = lab.topology().haproxy().daemon();
     let pid = daemon.running_pid().expect("haproxy runs");
+    assert_eq!(
+        haproxy_processes(&cfg),
+        [pid],
+        "one haproxy process runs the configuration"
+    );
     let layout = harmony_e2e::okd_lab::layout().unwrap();
     let same = lab
         .topology()
@@ -133,5 +172,20 @@ async fn api_frontend_reaches_a_listener_in_its_backend_pool() {
     lab.topology().ensure_services(&fewer).await.unwrap();
     let new_pid = daemon.running_pid().expect("haproxy runs after reload");
     assert_ne!(new_pid, pid, "a changed configuration is reloaded");
+    let old_gone = tokio::task::block_in_place(|| {
+        wait_for(Duration::from_secs(15), || (!running(pid)).then_some(()))
+    });
+    assert!(
+        old_gone.is_some(),
+        "the old haproxy (pid {pid}) still runs 15 s after the reload to pid {new_pid}; \
+         haproxy processes of {}: {:?}",
+        cfg.display(),
+        haproxy_processes(&cfg)
+    );
+    assert_eq!(
+        haproxy_processes(&cfg),
+        [new_pid],
+        "after the reload, one haproxy process runs the configuration: the new one"
+    );
     drop(backend);
 }

@@ -75,6 +75,54 @@ fn get_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
         .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
+/// What the agent rollout applies on a site for namespace `harmony-agent` (see
+/// `modules/src/region/manifests.rs`), but the Namespace and the bootstrap Secret: kind, name,
+/// namespace (none for cluster-scoped objects).
+const AGENT_OBJECTS: [(&str, &str, Option<&str>); 9] = [
+    ("deployments.apps", "harmony-agent", Some("harmony-agent")),
+    ("configmap", "harmony-agent", Some("harmony-agent")),
+    ("serviceaccount", "harmony-agent", Some("harmony-agent")),
+    (
+        "roles.rbac.authorization.k8s.io",
+        "harmony-agent",
+        Some("harmony-agent"),
+    ),
+    (
+        "rolebindings.rbac.authorization.k8s.io",
+        "harmony-agent",
+        Some("harmony-agent"),
+    ),
+    (
+        "clusterroles.rbac.authorization.k8s.io",
+        "harmony-agent-harmony-agent-inventory",
+        None,
+    ),
+    (
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        "harmony-agent-harmony-agent-inventory",
+        None,
+    ),
+    (
+        "clusterroles.rbac.authorization.k8s.io",
+        "harmony-agent-harmony-agent-ops",
+        None,
+    ),
+    (
+        "clusterrolebindings.rbac.authorization.k8s.io",
+        "harmony-agent-harmony-agent-ops",
+        None,
+    ),
+];
+
+/// Whether `kind`/`name` exists; a kubectl failure (other than not found) fails the test.
+fn exists(server: &ApiServer, kind: &str, name: &str, namespace: Option<&str>) -> bool {
+    let mut args = vec!["get", kind, name, "--ignore-not-found", "-o", "name"];
+    if let Some(ns) = namespace {
+        args.extend(["-n", ns]);
+    }
+    !kubectl_ok(server, &args).trim().is_empty()
+}
+
 /// Polls `check` until it returns Some, or fails naming `what` with the last value seen.
 fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> (Option<T>, String)) -> T {
     let started = Instant::now();
@@ -165,6 +213,7 @@ async fn spawn_operator(
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(5),
             control_plane,
+            ..OperatorConfig::default()
         },
     ))
 }
@@ -218,24 +267,44 @@ async fn a_multisite_postgresql_resource_is_reconciled_kept_in_sync_and_cleaned_
     assert_eq!(reason, "UnknownSite");
     assert!(message.contains("site-newyork, site-paris"), "{message}");
 
-    // Fixed: Ready, with everything on the right sites.
+    // Fixed: everything on the right sites. The replica has no host of its own
+    // (topology.replicaHosts), so nobody can tell whether it streams: applied, but not Ready,
+    // and the condition says which replica and the fix (operator_health.rs measures a real
+    // standby).
     apply_ok(&cp, &finance_db("10Gi", "site-newyork", "17"));
-    let resource = wait_for("Ready=True", Duration::from_secs(90), || {
-        let r = get_json(
-            &cp,
-            &[
-                "multisitepostgresqls.harmony.io",
-                "finance-db",
-                "-n",
-                "tenant-a",
-            ],
-        )
-        .unwrap_or_default();
-        let c = condition(&r, "Ready");
-        let ready =
-            c.0 == "True" && r["status"]["observedGeneration"] == r["metadata"]["generation"];
-        (ready.then(|| r.clone()), format!("{c:?}"))
-    });
+    let resource = wait_for(
+        "applied, not Ready: ReplicaUnmeasured",
+        Duration::from_secs(90),
+        || {
+            let r = get_json(
+                &cp,
+                &[
+                    "multisitepostgresqls.harmony.io",
+                    "finance-db",
+                    "-n",
+                    "tenant-a",
+                ],
+            )
+            .unwrap_or_default();
+            let c = condition(&r, "Ready");
+            let done = c.1 == "ReplicaUnmeasured"
+                && r["status"]["observedGeneration"] == r["metadata"]["generation"];
+            (done.then(|| r.clone()), format!("{c:?}"))
+        },
+    );
+    let (ready, _, message) = condition(&resource, "Ready");
+    assert_eq!(ready, "False");
+    assert!(
+        message.contains("set topology.replicaHosts.site-newyork"),
+        "{message}"
+    );
+    let (streaming, reason, figures) = condition(&resource, "ReplicasStreaming");
+    assert_eq!(
+        (streaming.as_str(), reason.as_str()),
+        ("False", "ReplicaUnmeasured")
+    );
+    assert!(figures.contains("site-newyork: "), "{figures}");
+    assert_eq!(condition(&resource, "Degraded").0, "True");
     assert!(
         resource["metadata"]["finalizers"]
             .to_string()
@@ -579,8 +648,9 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
     operator_secrets(&paris, "CERT-V1");
     let controller = spawn_operator(&cp, Some(admin.clone())).await;
     apply_ok(&cp, &finance_db("10Gi", "site-newyork", "17"));
+    // Applied through the agent (its replica has no host of its own: not measurable).
     wait_for(
-        "Ready=True through the agent",
+        "applied through the agent: ReplicaUnmeasured",
         Duration::from_secs(90),
         || {
             let r = get_json(
@@ -594,7 +664,7 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
             )
             .unwrap_or_default();
             let c = condition(&r, "Ready");
-            ((c.0 == "True").then_some(()), format!("{c:?}"))
+            ((c.1 == "ReplicaUnmeasured").then_some(()), format!("{c:?}"))
         },
     );
     let replica = get_json(
@@ -608,7 +678,12 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
         ],
     )
     .unwrap();
-    assert_eq!(replica["spec"]["replica"]["enabled"], true);
+    // CloudNativePG's distributed topology: the replica names the primary and streams from it.
+    assert_eq!(
+        replica["spec"]["replica"],
+        serde_json::json!({"primary": "finance-db-site-paris", "self": "finance-db-site-newyork",
+            "source": "finance-db-site-paris"})
+    );
     assert!(
         replica["metadata"]["managedFields"]
             .to_string()
@@ -754,7 +829,16 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
         "the bootstrap token is never logged"
     );
 
-    // Deleting the resource removes the agent's manifests from the site.
+    // Deleting the resource removes the agent's manifests from the site: first, they are there
+    // (the bootstrap Secret was read above; the rollout may prune it once the agent holds an
+    // identity).
+    assert!(!token.is_empty(), "the bootstrap Secret held no token");
+    for (kind, name, namespace) in AGENT_OBJECTS {
+        assert!(
+            exists(&site, kind, name, namespace),
+            "{kind} {name} should be on the site before the resource is deleted"
+        );
+    }
     kubectl_ok(
         &cp,
         &[
@@ -767,12 +851,15 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
             "--timeout=60s",
         ],
     );
+    let survivors: Vec<String> = AGENT_OBJECTS
+        .iter()
+        .chain(&[("secret", "harmony-agent-bootstrap", Some("harmony-agent"))])
+        .filter(|(kind, name, namespace)| exists(&site, kind, name, *namespace))
+        .map(|(kind, name, _)| format!("{kind} {name}"))
+        .collect();
     assert!(
-        !site
-            .kubectl(&["get", "deployment", "harmony-agent", "-n", "harmony-agent"])
-            .status
-            .success(),
-        "the agent Deployment survived"
+        survivors.is_empty(),
+        "deleting the RegionAgent left its objects on the site: {survivors:?}"
     );
     agent.kill9();
     controller.abort();

@@ -114,6 +114,11 @@ fn classic_ssl_request_without_sni_does_not_pass_the_router() {
     );
 }
 
+/// PostgreSQL's `connection received` lines so far: one per connection that reached it.
+fn connections_received(dp: &DataPath) -> usize {
+    dp.postgres_log().matches("connection received").count()
+}
+
 #[test]
 fn a_host_name_no_route_matches_is_not_routed() {
     let dp = start();
@@ -122,10 +127,70 @@ fn a_host_name_no_route_matches_is_not_routed() {
         "host".into(),
         "finance-db-tenant-a.apps.site-newyork.example.com".into(),
     );
-    assert_refused(
+    // sslmode=require: libpq checks the chain against sslrootcert (the right CA) but never the
+    // host name, so the server certificate (whose only SAN is the Paris host) is acceptable for
+    // this unknown host. Nothing on the client side refuses it: only the router can.
+    params.insert("sslmode".into(), "require".into());
+
+    // Control: the same parameters straight to PostgreSQL, without the router, connect.
+    let mut direct = params.clone();
+    direct.insert("port".into(), dp.postgres_port().to_string());
+    let out = connect(&dp, &direct);
+    assert_eq!(
+        out["ok"],
+        true,
+        "with sslmode=require the unknown host must be acceptable to client and server, so that \
+         only haproxy can refuse it; straight to PostgreSQL it failed: {out}\n{}",
+        dp.logs()
+    );
+
+    let reached_postgres = connections_received(&dp);
+    let haproxy_lines = dp.haproxy_log().lines().count();
+    let error = assert_refused(
         &dp,
         &params,
         "the SNI matches no Route, so haproxy sends it to the default backend",
+    );
+    // The kind of failure: haproxy closed the connection after reading the ClientHello, before
+    // any ServerHello (an EOF in the TLS handshake). A certificate, name or authentication
+    // failure would mean the connection reached PostgreSQL.
+    let lower = error.to_lowercase();
+    assert!(
+        lower.contains("eof")
+            && !lower.contains("certificate")
+            && !lower.contains("authentication")
+            && !lower.contains("pg_hba"),
+        "the connection should be closed during the TLS handshake (an EOF), not fail a \
+         certificate or authentication check: {error}\n{}",
+        dp.logs()
+    );
+    // haproxy logs the connection (when it closes) as sent to the default backend, no server.
+    let started = std::time::Instant::now();
+    let new_lines = loop {
+        let log = dp.haproxy_log();
+        let new: Vec<String> = log
+            .lines()
+            .skip(haproxy_lines)
+            .map(str::to_string)
+            .collect();
+        if !new.is_empty() {
+            break new;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "haproxy logged no line for the refused connection:\n{log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        new_lines.len() == 1 && new_lines[0].contains(" public_ssl be_no_sni/<NOSRV> "),
+        "haproxy should have sent the connection to be_no_sni, which has no server: {new_lines:?}"
+    );
+    assert_eq!(
+        connections_received(&dp),
+        reached_postgres,
+        "the unrouted connection must never reach PostgreSQL:\n{}",
+        dp.logs()
     );
 }
 

@@ -7,6 +7,7 @@
 //! for.
 
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -246,6 +247,37 @@ impl World {
             "json",
         ]);
         serde_json::from_slice(&out).unwrap()
+    }
+
+    /// The objects the built-in providers make (Deployments, Services, CNPG Clusters, KubeVirt
+    /// VirtualMachines) in every namespace, as `namespace/kind/name`; with `instance`, only those
+    /// labelled as that instance's.
+    fn provider_objects(&self, instance: Option<&str>) -> BTreeSet<String> {
+        let label = instance.map(|id| format!("harmony.io/service-instance={id}"));
+        let mut args = vec![
+            "get",
+            "deployments.apps,services,clusters.postgresql.cnpg.io,virtualmachines.kubevirt.io",
+            "--all-namespaces",
+            "-o",
+            "json",
+        ];
+        if let Some(l) = &label {
+            args.extend(["-l", l.as_str()]);
+        }
+        let list: Value = serde_json::from_slice(&self.kubectl_ok(&args)).unwrap();
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}/{}/{}",
+                    o["metadata"]["namespace"].as_str().unwrap_or_default(),
+                    o["kind"].as_str().unwrap_or_default(),
+                    o["metadata"]["name"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
     }
 
     /// Waits until the control plane no longer knows instance `id`.
@@ -685,13 +717,32 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
     w.wait_instance(&vm.id, "ready").await;
 
     // A spec error names the field, and nothing is created.
+    let before = w.provider_objects(None);
+    assert!(
+        before.iter().any(|o| o.contains(&vm.id)),
+        "the listing must see the providers' objects: {before:?}"
+    );
     let e = w
         .client
         .create_service(&new_service("container", None, json!({"replicas": 1})))
         .await;
     let text = match e {
-        Ok(i) => format!("{:?}", w.wait_instance(&i.id, "failed").await),
+        Ok(i) => {
+            let failed = w.wait_instance(&i.id, "failed").await;
+            let labelled = w.provider_objects(Some(&i.id));
+            assert!(
+                labelled.is_empty(),
+                "the instance with a spec error has objects: {labelled:?}"
+            );
+            format!("{failed:?}")
+        }
         Err(e) => e.to_string(),
     };
     assert!(text.contains("image"), "{text}");
+    let after = w.provider_objects(None);
+    assert_eq!(
+        after.difference(&before).collect::<Vec<_>>(),
+        Vec::<&String>::new(),
+        "a spec error must create nothing, yet these objects appeared"
+    );
 }

@@ -1,5 +1,6 @@
 //! SplitPlaneTopology against two real kube-apiserver processes (tests/kube-fixture), no mocks:
-//! placement, the closure check and prune, checked by listing both servers with kubectl.
+//! placement, the closure check (claims, selecting Services and ServiceAccount pull secrets
+//! included) and prune, checked by listing both servers with kubectl.
 
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -12,8 +13,7 @@ use harmony_e2e::ApiServer;
 
 const NS: &str = "shop";
 /// What the tests list on each server (`kubectl get ... -o name` spelling).
-const LISTED: &str =
-    "deployments,jobs,serviceaccounts,roles,rolebindings,configmaps,secrets,services";
+const LISTED: &str = "deployments,jobs,serviceaccounts,roles,rolebindings,configmaps,secrets,services,persistentvolumeclaims";
 
 fn obj(v: serde_json::Value) -> K8sObject {
     K8sObject::new(v).unwrap()
@@ -70,10 +70,11 @@ fn secret(name: &str) -> K8sObject {
         "metadata": {"name": name, "namespace": NS}, "stringData": {"value": format!("{name}-value")}}))
 }
 
-fn service() -> K8sObject {
+/// Service `web` selecting the pods labelled `app: <app>` (the web Deployment's are `web`).
+fn service(app: &str) -> K8sObject {
     obj(
         json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": NS},
-        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}}),
+        "spec": {"selector": {"app": app}, "ports": [{"port": 80, "targetPort": 8080}]}}),
     )
 }
 
@@ -130,7 +131,7 @@ fn stack() -> Vec<K8sObject> {
                 "containers": [{"name": "migrate", "image": "busybox:1.37",
                     "env": [{"name": "DB_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "db-credentials", "key": "value"}}}]}]}}}}),
         ),
-        service(),
+        service("web"),
     ]
 }
 
@@ -183,13 +184,13 @@ async fn each_object_lands_only_on_its_plane_and_the_report_says_why() {
         "secret/web-env",
         "secret/db-credentials",
         "secret/data-plane-kubeconfig",
+        "service/web",
     ]
     .into();
     let on_data: BTreeSet<&str> = [
         "secret/widget-token",
         "secret/db-credentials",
         "configmap/plain-settings",
-        "service/web",
     ]
     .into();
     let ours: BTreeSet<&str> = on_control.union(&on_data).copied().collect();
@@ -250,6 +251,9 @@ async fn each_object_lands_only_on_its_plane_and_the_report_says_why() {
         at("v1 ConfigMap shop/plain-settings", "data-plane")
             .starts_with("data-plane: not needed by any pod @ ")
     );
+    assert!(at("v1 Service shop/web", "control-plane").starts_with(
+        "control-plane: selects the pods of apps/v1 Deployment shop/web (app=web) @ "
+    ));
     assert!(at("example.com/v1 Widget shop/w", "data-plane").starts_with("data-plane: "));
     for plane in ["control-plane", "data-plane"] {
         let both = at("v1 Secret shop/db-credentials", plane);
@@ -305,7 +309,7 @@ async fn a_missing_reference_fails_the_closure_check_and_nothing_is_applied() {
         obj(
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "app", "namespace": NS}}),
         ),
-        service(),
+        service("web"),
     ];
     let err = topology.apply(&objects, &owned()).await.unwrap_err();
     let message = err.to_string();
@@ -375,7 +379,8 @@ async fn prune_removes_objects_from_the_right_plane_only() {
                 deployment(Some("settings"), None),
                 config_map("settings"),
                 config_map("extra"),
-                service(),
+                // It selects no pod of this apply: data plane.
+                service("reports"),
             ],
             &owned(),
         )
@@ -389,7 +394,7 @@ async fn prune_removes_objects_from_the_right_plane_only() {
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
 
-    let now = [sa.clone(), deployment(None, None), service()];
+    let now = [sa.clone(), deployment(None, None), service("reports")];
     let deletes = |changes: &[ObjectChange]| -> Vec<(String, String)> {
         let mut d: Vec<(String, String)> = changes
             .iter()
@@ -500,4 +505,188 @@ async fn ensure_ready_names_the_plane_that_is_not_ready() {
     );
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
     assert!(!err.contains("control-plane"), "{err}");
+}
+
+/// Deployment `name` running as ServiceAccount `sa`, its pods labelled `app: <name>`, with
+/// `volumes` in its pod template.
+fn runnable(name: &str, sa: &str, volumes: serde_json::Value) -> K8sObject {
+    obj(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                "serviceAccountName": sa, "volumes": volumes,
+                "containers": [{"name": name, "image": "registry.example.com/web:1.0"}]}}}}))
+}
+
+fn service_account(name: &str, pull_secrets: &[&str]) -> K8sObject {
+    let secrets: Vec<serde_json::Value> = pull_secrets.iter().map(|s| json!({"name": s})).collect();
+    obj(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": NS}, "imagePullSecrets": secrets}))
+}
+
+/// Fails unless the closure check refused `objects` naming `needle`, with nothing applied:
+/// neither server has the namespace the objects live in.
+async fn refused(
+    topology: &SplitPlaneTopology<K8sTopology>,
+    objects: &[K8sObject],
+    needle: &str,
+    servers: [&ApiServer; 2],
+) {
+    let err = topology.apply(objects, &owned()).await.unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("split-plane closure check"), "{message}");
+    assert!(message.contains(needle), "{needle} not in: {message}");
+    assert!(err.applied.is_empty(), "{:#?}", err.applied);
+    for server in servers {
+        let namespaces = text(&server.kubectl(&["get", "namespaces", "-o", "name"]).stdout);
+        assert!(
+            !namespaces.contains("namespace/shop"),
+            "something was applied:\n{namespaces}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mounted_claim_goes_with_its_pod_or_the_check_names_it() {
+    let (control, data) = (start(), start());
+    let topology = split(&control, &data, &RunContext::default()).await;
+    let web = runnable(
+        "web",
+        "app",
+        json!([{"name": "data", "persistentVolumeClaim": {"claimName": "web-data"}}]),
+    );
+    let sa = service_account("app", &[]);
+    refused(
+        &topology,
+        &[sa.clone(), web.clone()],
+        "needs v1 PersistentVolumeClaim shop/web-data (volume \"data\") on the control-plane",
+        [&control, &data],
+    )
+    .await;
+
+    let claim = obj(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "web-data", "namespace": NS},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}));
+    let changes = topology.apply(&[sa, claim, web], &owned()).await.unwrap();
+    assert!(listed(&control, "persistentvolumeclaims").contains("persistentvolumeclaim/web-data"));
+    assert!(listed(&data, "persistentvolumeclaims").is_empty());
+    assert!(
+        location(
+            &changes,
+            "v1 PersistentVolumeClaim shop/web-data",
+            "control-plane"
+        )
+        .starts_with("control-plane: used by apps/v1 Deployment shop/web (volume \"data\") @ ")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_service_selecting_the_pods_goes_with_them_or_the_check_names_it() {
+    let (control, data) = (start(), start());
+    let topology = split(&control, &data, &RunContext::default()).await;
+    let web = runnable("web", "app", json!([]));
+    let sa = service_account("app", &[]);
+    // Pinned to the data plane, where no pod runs: its endpoints would stay empty.
+    let mut pinned = service("web").value().clone();
+    pinned["metadata"]["annotations"] = json!({"harmony.io/plane": "data"});
+    refused(
+        &topology,
+        &[sa.clone(), web.clone(), obj(pinned)],
+        "needs v1 Service shop/web (selects its pods: app=web), declared for the data-plane only on the control-plane",
+        [&control, &data],
+    )
+    .await;
+
+    let mut reports = service("reports").value().clone();
+    reports["metadata"]["name"] = json!("reports");
+    let changes = topology
+        .apply(&[sa, web, service("web"), obj(reports)], &owned())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed(&control, "services"),
+        BTreeSet::from(["service/web".to_string()])
+    );
+    assert_eq!(
+        listed(&data, "services"),
+        BTreeSet::from(["service/reports".to_string()])
+    );
+    assert!(
+        location(&changes, "v1 Service shop/web", "control-plane").starts_with(
+            "control-plane: selects the pods of apps/v1 Deployment shop/web (app=web) @ "
+        )
+    );
+    assert!(
+        location(&changes, "v1 Service shop/reports", "data-plane")
+            .starts_with("data-plane: not needed by any pod @ ")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_pull_secrets_of_a_runnables_service_account_go_with_it_or_the_check_names_them() {
+    let (control, data) = (start(), start());
+    let topology = split(&control, &data, &RunContext::default()).await;
+    let web = runnable("web", "app", json!([]));
+    let sa = service_account("app", &["registry"]);
+    refused(
+        &topology,
+        &[sa.clone(), web.clone()],
+        "needs v1 Secret shop/registry (imagePullSecrets of ServiceAccount shop/app) on the control-plane",
+        [&control, &data],
+    )
+    .await;
+
+    let changes = topology
+        .apply(&[secret("registry"), sa, web], &owned())
+        .await
+        .unwrap();
+    assert!(listed(&control, "secrets").contains("secret/registry"));
+    assert!(!listed(&data, "secrets").contains("secret/registry"));
+    assert!(
+        location(&changes, "v1 Secret shop/registry", "control-plane")
+            .starts_with("control-plane: image pull secret of ServiceAccount shop/app @ ")
+    );
+
+    // A ServiceAccount made by hand on the control plane: its pull secrets are read there.
+    for args in [
+        vec!["create", "serviceaccount", "builder", "-n", NS],
+        vec![
+            "patch",
+            "serviceaccount",
+            "builder",
+            "-n",
+            NS,
+            "-p",
+            r#"{"imagePullSecrets": [{"name": "builder-registry"}]}"#,
+        ],
+    ] {
+        let out = control.kubectl(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let builder = runnable("builder", "builder", json!([]));
+    let err = topology
+        .apply(std::slice::from_ref(&builder), &owned())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "needs v1 Secret shop/builder-registry (imagePullSecrets of ServiceAccount shop/builder)"
+        ),
+        "{err}"
+    );
+    assert!(!listed(&control, "deployments").contains("deployment.apps/builder"));
+    let out = control.kubectl(&[
+        "create",
+        "secret",
+        "docker-registry",
+        "builder-registry",
+        "-n",
+        NS,
+        "--docker-server=registry.example.com",
+        "--docker-username=builder",
+        "--docker-password=made-by-hand",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    topology.apply(&[builder], &owned()).await.unwrap();
+    assert!(listed(&control, "deployments").contains("deployment.apps/builder"));
 }

@@ -8,6 +8,7 @@ pub mod http;
 pub mod k8s;
 pub mod load_balancer;
 pub mod postgresql;
+pub mod postgresql_distributed;
 pub mod sites;
 pub mod tftp;
 
@@ -15,8 +16,14 @@ pub use k8s::{
     ApplyFailure, ApplyOptions, K8sClient, K8sObject, ObjectRef, WaitCondition, WaitOutcome,
 };
 pub use postgresql::{
-    ComputeResources, CredentialsLookup, PostgreSQL, PostgresCluster, PrimaryExposure,
-    ReplicationCredentials, ReplicationSource, SecretBytes,
+    CNPG_HEALTHY_PHASE, ClusterStatus, ComputeResources, CredentialsLookup, Lsn, PostgreSQL,
+    PostgresCluster, PrimaryExposure, Reading, ReplicationCredentials, ReplicationReport,
+    ReplicationSource, SecretBytes, SiteHealth, SiteObservation, SiteRole, SqlReading, StatusProbe,
+    Streaming,
+};
+pub use postgresql_distributed::{
+    DistributedCluster, DistributedPostgreSQL, Member, MemberRole, MemberState, ReplicaShape,
+    member_name,
 };
 pub use sites::MultiSite;
 

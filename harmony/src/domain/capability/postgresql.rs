@@ -13,6 +13,12 @@ use harmony_types::{Dns1123Label, HostName, Quantity};
 use super::{ApplyFailure, CapabilityError};
 use crate::domain::outcome::ObjectChange;
 
+mod health;
+pub use health::{
+    CNPG_HEALTHY_PHASE, ClusterStatus, Lsn, Reading, ReplicationReport, SiteHealth,
+    SiteObservation, SiteRole, SqlReading, StatusProbe, Streaming,
+};
+
 /// CPU and memory of one PostgreSQL instance.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ComputeResources {
@@ -160,6 +166,14 @@ pub trait PostgreSQL: Send + Sync {
         exposure: &PrimaryExposure,
     ) -> Result<(), CapabilityError>;
 
+    /// The DNS domain this site's router serves Route hosts under (OpenShift's
+    /// `ingresses.config.openshift.io/cluster` `.spec.domain`); `None` when the site has
+    /// none (not OpenShift, render mode). The multi-site Score derives the Route host
+    /// `<name>-<namespace>.<domain>` from it when neither host nor appsDomain is given.
+    async fn ingress_domain(&self) -> Result<Option<String>, CapabilityError> {
+        Ok(None)
+    }
+
     /// Makes the primary of `cluster` reachable from other sites as `exposure` says.
     async fn expose_primary(
         &self,
@@ -185,4 +199,15 @@ pub trait PostgreSQL: Send + Sync {
         credentials: Option<&ReplicationCredentials>,
         owner: &str,
     ) -> Result<Vec<ObjectChange>, ApplyFailure>;
+
+    /// Reads what this site can tell about `cluster`'s replication: the operator's status
+    /// through the Kubernetes API and, when `probe.endpoint` is set, SQL over that endpoint
+    /// with the cluster's own `streaming_replica` client certificate (what is read is listed in
+    /// [`SqlReading`]). What cannot be read comes back as [`Reading::NotRead`] with the reason,
+    /// never as an error; render mode reads nothing.
+    async fn replication_status(
+        &self,
+        cluster: &PostgresCluster,
+        probe: &StatusProbe,
+    ) -> SiteObservation;
 }

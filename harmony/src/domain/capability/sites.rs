@@ -1,7 +1,11 @@
 //! Multi-site topologies: a map of site name to the topology of that site.
 
+use super::super::operator::{Operator, Unattended};
 use super::super::score::ValidationError;
 use super::super::topology::Topology;
+
+/// Nobody to ask: confirmations are refused (no terminal, no `--yes`).
+static NOBODY: Unattended = Unattended { assume_yes: false };
 
 /// A topology made of named sites, each a topology of its own (one Kubernetes cluster, say).
 pub trait MultiSite: Send + Sync {
@@ -13,6 +17,12 @@ pub trait MultiSite: Send + Sync {
 
     /// Every site name, sorted.
     fn site_names(&self) -> Vec<String>;
+
+    /// Who answers questions during the run (a terminal, `--yes`, or nobody): what a Score that
+    /// must be confirmed asks. By default nobody, so such a Score is refused.
+    fn operator(&self) -> &dyn Operator {
+        &NOBODY
+    }
 
     /// Fails naming `field` and listing the known sites when `name` is not one of them.
     fn check_site(&self, field: &str, name: &str) -> Result<(), ValidationError> {

@@ -4,13 +4,18 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value, json};
 
+use super::versions;
 use crate::domain::capability::{
     PostgresCluster, PrimaryExposure, ReplicationCredentials, ReplicationSource,
 };
 
-/// The operand image when the Score names none: CloudNativePG's PostgreSQL images, by major.
+/// The operand image when the cluster names none: CloudNativePG's image of the newest minor of
+/// `major` that [`versions`] knows, never the floating `postgresql:<major>` tag (two sites
+/// could pull different minors). A major the table lacks falls back to that tag.
 pub fn default_image(major: u32) -> String {
-    format!("ghcr.io/cloudnative-pg/postgresql:{major}")
+    versions::newest(major)
+        .map(|v| v.image())
+        .unwrap_or_else(|| format!("{}:{major}", versions::IMAGE_REPOSITORY))
 }
 
 /// The Secret the operator creates with the `streaming_replica` client certificate.

@@ -1,10 +1,13 @@
 //! The `PostgreSQL` capability on Kubernetes through the CloudNativePG operator.
 //!
 //! Every topology with `K8sClient` gets it: live clusters, render mode, split planes. The
-//! manifests are in [`manifests`]; the facts they respect (SNI, certificates, WAL) are in
-//! `docs/modules/multisite_postgresql.md`.
+//! manifests are in [`manifests`], the operand image of each version in [`versions`]; the facts
+//! they respect (SNI, certificates, WAL) are in `docs/modules/multisite_postgresql.md`.
 
+pub mod distributed;
 pub mod manifests;
+pub mod replication;
+pub mod versions;
 
 use async_trait::async_trait;
 use base64::Engine;
@@ -12,6 +15,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
 use std::time::Duration;
 
+use crate::domain::capability::postgresql::{SiteObservation, StatusProbe};
 use crate::domain::capability::{
     ApplyFailure, ApplyOptions, CapabilityError, CredentialsLookup, K8sClient, K8sObject,
     ObjectRef, PostgreSQL, PostgresCluster, PrimaryExposure, ReplicationCredentials,
@@ -104,6 +108,28 @@ impl<T: K8sClient + Topology + ?Sized> PostgreSQL for T {
         }
     }
 
+    async fn ingress_domain(&self) -> Result<Option<String>, CapabilityError> {
+        // OpenShift's cluster-wide ingress configuration; its domain is where the router serves
+        // Route hosts by default. A cluster without the config API is simply not OpenShift.
+        let config = ObjectRef {
+            api_version: "config.openshift.io/v1".into(),
+            kind: "Ingress".into(),
+            namespace: None,
+            name: "cluster".into(),
+        };
+        match self.get(&config).await {
+            Ok(found) => Ok(found.and_then(|o| {
+                o.value()
+                    .pointer("/spec/domain")
+                    .and_then(Value::as_str)
+                    .filter(|d| !d.is_empty())
+                    .map(str::to_string)
+            })),
+            Err(CapabilityError::UnknownKind { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn expose_primary(
         &self,
         cluster: &PostgresCluster,
@@ -173,5 +199,13 @@ impl<T: K8sClient + Topology + ?Sized> PostgreSQL for T {
         }
         values.push(manifests::replica_cluster(cluster, source));
         self.apply(&objects(values)?, &owned(owner)).await
+    }
+
+    async fn replication_status(
+        &self,
+        cluster: &PostgresCluster,
+        probe: &StatusProbe,
+    ) -> SiteObservation {
+        replication::observe(self, cluster, probe).await
     }
 }

@@ -34,12 +34,29 @@ fn pxe() -> PxeBootOptions {
     }
 }
 
-/// Compares `actual` with the golden file; `HARMONY_BLESS=1` rewrites it.
+/// `CI`'s value when this is a CI run: `CI` set to anything but empty, `0` or `false` (the
+/// rule tests/run.sh applies too).
+fn ci() -> Option<String> {
+    std::env::var("CI")
+        .ok()
+        .filter(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false"))
+}
+
+/// Compares `actual` with the golden file; `HARMONY_BLESS=1` rewrites it, except in CI, where
+/// a blessed run would pass whatever the output and so must fail instead.
 pub(crate) fn golden(name: &str, actual: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden")
         .join(name);
-    if std::env::var_os("HARMONY_BLESS").is_some() {
+    let bless = std::env::var_os("HARMONY_BLESS").is_some();
+    if let (true, Some(ci)) = (bless, ci()) {
+        panic!(
+            "HARMONY_BLESS is set in CI (CI={ci}): a blessed run rewrites the golden files \
+             instead of comparing with them, so it can never fail; unset HARMONY_BLESS (bless \
+             locally and commit the reviewed golden files)"
+        );
+    }
+    if bless {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, actual).unwrap();
     }

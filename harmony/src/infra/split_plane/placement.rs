@@ -1,14 +1,18 @@
 //! The placement rules: which plane each object of one apply goes to, and why. Pure, no I/O.
 //!
-//! Runnables go to the control plane with what their pods need at run time (ServiceAccount,
-//! the RBAC binding it, ConfigMaps and Secrets the pod template uses). Everything else goes to
-//! the data plane. Precedence: the `harmony.io/plane` annotation, then a per-kind override set
+//! Runnables go to the control plane with what their pods need at run time (ServiceAccount and
+//! its image pull secrets, the RBAC binding it, ConfigMaps, Secrets and PersistentVolumeClaims
+//! the pod template uses, Services selecting the pods). Everything else goes to the data plane. Precedence: the `harmony.io/plane` annotation, then a per-kind override set
 //! on the topology, then these rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::references::{Key, bound_service_accounts, data_references, pod_references, role_of};
+use super::references::{
+    Key, bound_service_accounts, data_references, pod_references, role_of,
+    service_account_pull_secrets,
+};
+use super::selection::selects;
 use crate::domain::capability::{CapabilityError, K8sObject, ObjectRef};
 
 /// Annotation that pins an object to `control`, `data` or `both`, overriding every rule.
@@ -116,9 +120,12 @@ impl fmt::Display for Placement {
 pub enum KindRule {
     /// Makes pods: always the control plane.
     Runnable,
-    /// ConfigMap, Secret, ServiceAccount: wherever a pod template (or a data-plane object's
-    /// `*SecretRef`/`*ConfigMapRef`) uses it; the data plane when nothing does.
+    /// ConfigMap, Secret, ServiceAccount, PersistentVolumeClaim: wherever a pod template (or a
+    /// data-plane object's `*SecretRef`/`*ConfigMapRef`, or a ServiceAccount's
+    /// `imagePullSecrets`) uses it; the data plane when nothing does.
     PodInput,
+    /// Service: wherever the pods its selector matches run; the data plane when it matches none.
+    SelectsPods,
     /// RoleBinding, ClusterRoleBinding: wherever a ServiceAccount it binds is used by a pod.
     Binding,
     /// Role, ClusterRole: wherever a binding that references it goes.
@@ -169,6 +176,8 @@ pub const BUILTIN_KINDS: &[BuiltinKind] = &[
     kind("", "ConfigMap", true, KindRule::PodInput),
     kind("", "Secret", true, KindRule::PodInput),
     kind("", "ServiceAccount", true, KindRule::PodInput),
+    kind("", "PersistentVolumeClaim", true, KindRule::PodInput),
+    kind("", "Service", true, KindRule::SelectsPods),
     kind(RBAC, "RoleBinding", true, KindRule::Binding),
     kind(RBAC, "ClusterRoleBinding", false, KindRule::Binding),
     kind(RBAC, "Role", true, KindRule::BoundRole),
@@ -330,6 +339,23 @@ pub(super) fn place(
                     };
                     push(&mut needs, r.target, d.placement.planes(), &need);
                 }
+                for (j, service) in objects.iter().enumerate() {
+                    if rules[j] != Some(KindRule::SelectsPods) {
+                        continue;
+                    }
+                    if let Some(selector) = selects(service, o) {
+                        let need = Need {
+                            by: by.clone(),
+                            reason: format!("selects the pods of {by} ({selector})"),
+                        };
+                        push(
+                            &mut needs,
+                            key_of(service.reference()),
+                            d.placement.planes(),
+                            &need,
+                        );
+                    }
+                }
                 decided[i] = Some(d);
             }
             None => {
@@ -346,8 +372,26 @@ pub(super) fn place(
             _ => {}
         }
     }
+    // ServiceAccounts first: the image pull secrets they list go wherever they go.
     for (i, o) in objects.iter().enumerate() {
-        if rules[i] == Some(KindRule::PodInput) {
+        if rules[i] != Some(KindRule::PodInput) || o.reference().kind != "ServiceAccount" {
+            continue;
+        }
+        let d = decide(i, from_needs(needs.get(&key_of(o.reference()))));
+        let sa = short(&key_of(o.reference()));
+        for secret in service_account_pull_secrets(o) {
+            let need = Need {
+                by: o.reference().to_string(),
+                reason: format!("image pull secret of ServiceAccount {sa}"),
+            };
+            push(&mut needs, secret, d.placement.planes(), &need);
+        }
+        decided[i] = Some(d);
+    }
+    for (i, o) in objects.iter().enumerate() {
+        if matches!(rules[i], Some(KindRule::PodInput | KindRule::SelectsPods))
+            && decided[i].is_none()
+        {
             decided[i] = Some(decide(i, from_needs(needs.get(&key_of(o.reference())))));
         }
     }
@@ -440,245 +484,5 @@ fn short(k: &Key) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::{Value, json};
-
-    fn obj(v: Value) -> K8sObject {
-        K8sObject::new(v).unwrap()
-    }
-
-    fn api_version(group: &str) -> String {
-        if group.is_empty() {
-            "v1".into()
-        } else {
-            format!("{group}/v1")
-        }
-    }
-
-    /// A minimal object of a built-in kind named `x` (in namespace `x` when namespaced).
-    fn of_kind(k: &BuiltinKind) -> K8sObject {
-        let mut v = json!({"apiVersion": api_version(k.group), "kind": k.kind,
-            "metadata": {"name": "x"}});
-        if k.namespaced {
-            v["metadata"]["namespace"] = json!("x");
-        }
-        if k.rule == KindRule::Binding {
-            let role = if k.kind == "RoleBinding" {
-                "Role"
-            } else {
-                "ClusterRole"
-            };
-            v["roleRef"] = json!({"apiGroup": RBAC, "kind": role, "name": "r"});
-            v["subjects"] = json!([{"kind": "ServiceAccount", "name": "x", "namespace": "x"}]);
-        }
-        obj(v)
-    }
-
-    /// A Deployment in namespace `x` using ServiceAccount, ConfigMap and Secret `x`.
-    fn consumer() -> K8sObject {
-        obj(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "consumer", "namespace": "x"},
-            "spec": {"selector": {}, "template": {"spec": {"serviceAccountName": "x",
-                "volumes": [{"name": "v", "configMap": {"name": "x"}}],
-                "containers": [{"name": "c", "envFrom": [{"secretRef": {"name": "x"}}]}]}}}}))
-    }
-
-    fn binding(kind: &str, role_kind: &str) -> K8sObject {
-        let mut b = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
-            "metadata": {"name": "b", "namespace": "x"},
-            "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": "x"},
-            "subjects": [{"kind": "ServiceAccount", "name": "x", "namespace": "x"}]});
-        if kind == "ClusterRoleBinding" {
-            b["metadata"].as_object_mut().unwrap().remove("namespace");
-        }
-        obj(b)
-    }
-
-    fn placed(objects: &[K8sObject]) -> Vec<Decision> {
-        place(objects, &KindOverrides::new()).unwrap()
-    }
-
-    #[test]
-    fn every_builtin_kind_has_a_known_plane_alone_and_next_to_a_pod_that_uses_it() {
-        use Placement::{Control, Data};
-        let mut checked = 0;
-        for k in BUILTIN_KINDS {
-            // (alone, in the company of a control-plane pod that uses it)
-            let (alone, used) = match (k.group, k.kind) {
-                ("", "Pod")
-                | ("apps", "Deployment")
-                | ("apps", "StatefulSet")
-                | ("apps", "DaemonSet")
-                | ("apps", "ReplicaSet")
-                | ("batch", "Job")
-                | ("batch", "CronJob") => (Control, Control),
-                ("", "ConfigMap") | ("", "Secret") | ("", "ServiceAccount") => (Data, Control),
-                (RBAC, "RoleBinding") | (RBAC, "ClusterRoleBinding") => (Data, Control),
-                (RBAC, "Role") | (RBAC, "ClusterRole") => (Data, Control),
-                ("", "Namespace") => (Data, Control),
-                other => panic!("{other:?} has no expected plane here: add it to this test"),
-            };
-            checked += 1;
-            let object = of_kind(k);
-            assert_eq!(
-                placed(std::slice::from_ref(&object))[0].placement,
-                alone,
-                "{} alone",
-                k.kind
-            );
-            let mut scenario = vec![object, consumer()];
-            match k.kind {
-                "Role" => scenario.push(binding("RoleBinding", "Role")),
-                "ClusterRole" => scenario.push(binding("ClusterRoleBinding", "ClusterRole")),
-                _ => {}
-            }
-            let d = &placed(&scenario)[0];
-            assert_eq!(d.placement, used, "{} used: {d:?}", k.kind);
-        }
-        assert_eq!(checked, BUILTIN_KINDS.len());
-        // Anything else, custom resources and CRDs included, goes to the data plane.
-        for (api, kind) in [
-            ("example.com/v1", "Widget"),
-            ("v1", "Service"),
-            ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
-        ] {
-            let o = obj(json!({"apiVersion": api, "kind": kind, "metadata": {"name": "x"}}));
-            assert_eq!(placed(&[o, consumer()])[0], Decision::new(Data, NOT_NEEDED));
-        }
-    }
-
-    #[test]
-    fn reasons_name_the_consumer_and_how_it_uses_the_object() {
-        let sa = obj(
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x", "namespace": "x"}}),
-        );
-        let cm = obj(
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "x"}}),
-        );
-        let unused = obj(
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "y", "namespace": "x"}}),
-        );
-        let ns = obj(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}));
-        let d = placed(&[
-            consumer(),
-            sa,
-            cm,
-            unused,
-            binding("RoleBinding", "Role"),
-            ns,
-        ]);
-        let reasons: Vec<(Placement, &str)> =
-            d.iter().map(|d| (d.placement, d.reason.as_str())).collect();
-        assert_eq!(
-            reasons,
-            [
-                (Placement::Control, "runnable"),
-                (
-                    Placement::Control,
-                    "used by apps/v1 Deployment x/consumer (serviceAccountName)"
-                ),
-                (
-                    Placement::Control,
-                    "used by apps/v1 Deployment x/consumer (volume \"v\")"
-                ),
-                (Placement::Data, NOT_NEEDED),
-                (
-                    Placement::Control,
-                    "binds ServiceAccount x/x used by apps/v1 Deployment x/consumer"
-                ),
-                (Placement::Both, "holds objects of both planes"),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_secret_used_by_a_pod_and_referenced_by_a_custom_resource_goes_to_both() {
-        let secret = |name: &str| {
-            obj(
-                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "x"}}),
-            )
-        };
-        let widget = obj(json!({"apiVersion": "example.com/v1", "kind": "Widget",
-            "metadata": {"name": "w", "namespace": "x"},
-            "spec": {"credentialsSecretRef": {"name": "x"}, "tokenSecretRef": {"name": "token"}}}));
-        let d = placed(&[consumer(), widget, secret("x"), secret("token")]);
-        assert_eq!(d[1].placement, Placement::Data);
-        assert_eq!(d[2].placement, Placement::Both);
-        assert_eq!(
-            d[2].reason,
-            "used by apps/v1 Deployment x/consumer (envFrom); referenced by example.com/v1 Widget x/w (spec.credentialsSecretRef)"
-        );
-        assert_eq!(
-            d[3],
-            Decision::new(
-                Placement::Data,
-                "referenced by example.com/v1 Widget x/w (spec.tokenSecretRef)"
-            )
-        );
-    }
-
-    #[test]
-    fn the_annotation_beats_kind_overrides_which_beat_the_rules() {
-        let pvc = obj(
-            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "x"}}),
-        );
-        let pinned_cm = obj(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "x", "namespace": "x", "annotations": {PLANE_ANNOTATION: "both"}}}));
-        let job = obj(
-            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "x"},
-            "spec": {"template": {"spec": {"containers": [{"name": "c", "envFrom": [{"secretRef": {"name": "s"}}]}]}}}}),
-        );
-        let secret = obj(
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "x"}}),
-        );
-        let overrides = KindOverrides::from([
-            ("PersistentVolumeClaim".to_string(), Placement::Control),
-            ("ConfigMap".to_string(), Placement::Data),
-            ("Job.batch".to_string(), Placement::Data),
-        ]);
-        let d = place(&[pvc, pinned_cm, job, secret], &overrides).unwrap();
-        assert_eq!(
-            d[0],
-            Decision::new(
-                Placement::Control,
-                "kind override for PersistentVolumeClaim"
-            )
-        );
-        assert_eq!(
-            d[1],
-            Decision::new(Placement::Both, "annotation harmony.io/plane=both")
-        );
-        assert_eq!(
-            d[2],
-            Decision::new(Placement::Data, "kind override for Job.batch")
-        );
-        // What a runnable uses follows it, wherever it was put.
-        assert_eq!(d[3].placement, Placement::Data);
-    }
-
-    #[test]
-    fn an_invalid_annotation_names_the_object_and_the_accepted_values() {
-        let bad = obj(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "x", "namespace": "x", "annotations": {PLANE_ANNOTATION: "control-plane"}}}));
-        let err = place(&[bad], &KindOverrides::new())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("v1 ConfigMap x/x"), "{err}");
-        assert!(err.contains("\"control\", \"data\" or \"both\""), "{err}");
-    }
-
-    #[test]
-    fn many_consumers_are_summarised() {
-        let mut objects: Vec<K8sObject> = (0..5)
-            .map(|i| obj(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("p{i}")},
-                "spec": {"containers": [{"name": "c", "envFrom": [{"configMapRef": {"name": "shared"}}]}]}})))
-            .collect();
-        objects.push(obj(
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shared"}}),
-        ));
-        let d = placed(&objects);
-        assert_eq!(d[5].placement, Placement::Control);
-        assert!(d[5].reason.ends_with("and 2 more"), "{}", d[5].reason);
-    }
-}
+#[path = "placement_tests.rs"]
+mod tests;

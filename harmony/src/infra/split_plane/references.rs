@@ -1,6 +1,7 @@
-//! What an object refers to: the ConfigMaps, Secrets and ServiceAccount a pod template needs, the
-//! ServiceAccounts a binding names, and the `*SecretRef`/`*ConfigMapRef` fields of other objects.
-//! Pure functions over manifests, no I/O.
+//! What an object refers to: the ConfigMaps, Secrets, PersistentVolumeClaims and ServiceAccount a
+//! pod template needs, the image pull secrets of a ServiceAccount, the ServiceAccounts a binding
+//! names, and the `*SecretRef`/`*ConfigMapRef` fields of other objects. Pure functions over
+//! manifests, no I/O.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -158,6 +159,17 @@ pub(super) fn pod_references(object: &K8sObject) -> Vec<PodRef> {
         {
             add("Secret", name, format!("volume {vname:?}"), !optional(s));
         }
+        // A pod whose claim does not exist stays Pending; there is no `optional` for claims.
+        if let Some(claim) = volume.get("persistentVolumeClaim")
+            && let Some(name) = str_at(claim, "claimName")
+        {
+            add(
+                "PersistentVolumeClaim",
+                name,
+                format!("volume {vname:?}"),
+                true,
+            );
+        }
         for source in volume
             .get("projected")
             .map(|p| items(p, "sources"))
@@ -206,6 +218,20 @@ pub(super) fn pod_references(object: &K8sObject) -> Vec<PodRef> {
         }
     }
     found.into_values().collect()
+}
+
+/// The Secrets a ServiceAccount lists in `imagePullSecrets`: the API server adds them to every
+/// pod that runs as it, so they are needed wherever those pods run.
+pub(super) fn service_account_pull_secrets(service_account: &K8sObject) -> Vec<Key> {
+    let ns = service_account
+        .reference()
+        .namespace
+        .as_deref()
+        .unwrap_or(DEFAULT_NAMESPACE);
+    items(service_account.value(), "imagePullSecrets")
+        .filter_map(|s| str_at(s, "name"))
+        .map(|name| Key::core("Secret", ns, name))
+        .collect()
 }
 
 /// The ServiceAccounts named in a RoleBinding's or ClusterRoleBinding's `subjects`.
@@ -328,6 +354,7 @@ mod tests {
                 "volumes": [
                     {"name": "cfg", "configMap": {"name": "settings"}},
                     {"name": "tls", "secret": {"secretName": "certs", "optional": true}},
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "cache"}},
                     {"name": "all", "projected": {"sources": [
                         {"configMap": {"name": "extra"}}, {"secret": {"name": "token"}}]}}],
                 "initContainers": [{"name": "init", "envFrom": [{"secretRef": {"name": "init-env"}}]}],
@@ -345,6 +372,11 @@ mod tests {
                 s("v1 ConfigMap ops/env-cm", "envFrom", true),
                 s("v1 ConfigMap ops/extra", "projected volume \"all\"", true),
                 s("v1 ConfigMap ops/settings", "volume \"cfg\"", true),
+                s(
+                    "v1 PersistentVolumeClaim ops/cache",
+                    "volume \"data\"",
+                    true
+                ),
                 s("v1 Secret ops/certs", "volume \"tls\"", false),
                 s("v1 Secret ops/db", "env PW", true),
                 s("v1 Secret ops/init-env", "envFrom", true),
@@ -369,6 +401,18 @@ mod tests {
                 false
             )]
         );
+    }
+
+    #[test]
+    fn a_service_account_brings_its_image_pull_secrets() {
+        let sa = obj(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "runner", "namespace": "ops"},
+            "imagePullSecrets": [{"name": "registry"}, {"name": ""}, {"name": "mirror"}]}));
+        let keys: Vec<String> = service_account_pull_secrets(&sa)
+            .iter()
+            .map(Key::to_string)
+            .collect();
+        assert_eq!(keys, ["v1 Secret ops/registry", "v1 Secret ops/mirror"]);
     }
 
     #[test]
