@@ -1,5 +1,5 @@
 //! Every manifest the PostgreSQL Scores generate, validated offline against the real
-//! CloudNativePG `Cluster` and OpenShift `Route` CRD schemas in `../shared/crds`.
+//! CloudNativePG `Cluster` and OpenShift `Route` CRD schemas in `tests/crds`.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use harmony::infra::render::RenderTopology;
 use harmony_modules::postgresql::{Exposure, MultisitePostgreSQLScore, PostgreSQLScore};
 
 fn crds_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/crds")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/crds")
 }
 
 /// Drops keywords whose value is null (`anyOf: null` in the Route CRD): Kubernetes reads them as
@@ -34,7 +34,7 @@ fn schema(file: &str) -> Value {
     let path = crds_dir().join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "{}: {e} (../shared/crds must sit beside the repository)",
+            "{}: {e} (the CRDs live in tests/crds of the repository)",
             path.display()
         )
     });

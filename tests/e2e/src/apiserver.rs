@@ -11,9 +11,10 @@ use harmony::infra::kube::{K8sTopology, KubeTarget};
 /// How long a fixture may take from spawn to a written kubeconfig (cold etcd + apiserver).
 const START_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// The `../shared/crds` folder next to the repository.
-pub fn shared_crds_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/crds")
+/// The real CRDs the tests install (`tests/crds`, inside the repository; sources in its
+/// SOURCES.md).
+pub fn crds_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds")
 }
 
 /// One running API server with its own data dir and port; stopped on drop.
@@ -154,9 +155,9 @@ impl ApiServer {
             .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"))
     }
 
-    /// Installs the real CRDs from `../shared/crds` and waits until they are Established.
-    pub fn install_shared_crds(&self) -> Result<(), String> {
-        let dir = shared_crds_dir();
+    /// Installs the real CRDs from `tests/crds` and waits until they are Established.
+    pub fn install_crds(&self) -> Result<(), String> {
+        let dir = crds_dir();
         let files = [
             "postgresql.cnpg.io_clusters.yaml",
             "route.openshift.io_routes.yaml",

@@ -10,5 +10,5 @@ pub mod pg_datapath;
 pub mod postgres;
 pub mod providers;
 
-pub use apiserver::{ApiServer, shared_crds_dir};
+pub use apiserver::{ApiServer, crds_dir};
 pub use pg_datapath::DataPath;

@@ -116,10 +116,10 @@ impl Tools {
 }
 
 /// An unprivileged system user (name, uid, gid) that runs PostgreSQL when we are root.
-struct PgUser {
-    name: String,
-    uid: u32,
-    gid: u32,
+pub(crate) struct PgUser {
+    pub(crate) name: String,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
 }
 
 /// One running data path (PostgreSQL behind an SNI-routing haproxy) in its own temp dir;
@@ -720,7 +720,7 @@ impl Drop for DataPath {
 
 /// The user to run PostgreSQL as: none when we are not root, else `$HARMONY_PG_DATAPATH_USER`
 /// (default `harmony-pg`, created by install.sh).
-fn pg_user() -> Result<Option<PgUser>, String> {
+pub(crate) fn pg_user() -> Result<Option<PgUser>, String> {
     if id(&["-u"])? != 0 {
         return Ok(None);
     }
@@ -762,7 +762,7 @@ fn id(args: &[&str]) -> Result<u32, String> {
 
 /// Hard-links (or copies, across file systems) the npm package's `native/` tree into `dst`, where
 /// the PostgreSQL user can reach it (the tools dir is usually under root's 0700 home).
-fn stage_native(src: &Path, dst: &Path) -> Result<PathBuf, String> {
+pub(crate) fn stage_native(src: &Path, dst: &Path) -> Result<PathBuf, String> {
     let cp = |link: bool| -> Result<bool, String> {
         let mut cmd = Command::new("cp");
         cmd.arg("-a");
@@ -794,7 +794,7 @@ fn stage_native(src: &Path, dst: &Path) -> Result<PathBuf, String> {
 }
 
 /// `name` in PATH, or in /usr/sbin and /usr/local/sbin (not always in a non-root PATH).
-fn find_program(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
@@ -817,7 +817,7 @@ fn is_port_taken(error: &str) -> bool {
     error.contains("Address already in use") || error.contains("cannot bind socket")
 }
 
-fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     let listener =
         TcpListener::bind("127.0.0.1:0").map_err(|e| format!("no free port on 127.0.0.1: {e}"))?;
     listener
@@ -826,7 +826,7 @@ fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
+pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| format!("chmod {mode:o} {}: {e}", path.display()))
 }

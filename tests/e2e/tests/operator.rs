@@ -10,42 +10,17 @@ use std::time::{Duration, Instant};
 
 use harmony_e2e::ApiServer;
 use harmony_operator::OperatorConfig;
+use operator_support::{apply_ok, condition, declare_site, get_json, kubectl_ok, start, wait_for};
+
+mod operator_support;
 
 const HOST: &str = "finance-db-tenant-a.apps.site-paris.example.com";
-
-fn start(crds: bool) -> ApiServer {
-    let s = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    if crds {
-        s.install_shared_crds().unwrap_or_else(|e| panic!("{e}"));
-    }
-    s
-}
-
-fn kubectl_ok(server: &ApiServer, args: &[&str]) -> String {
-    let out = server.kubectl(args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn apply_yaml(server: &ApiServer, yaml: &str) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("manifest.yaml");
     std::fs::write(&file, yaml).unwrap();
     server.kubectl(&["apply", "--server-side", "-f", &file.display().to_string()])
-}
-
-/// Applies `yaml` with kubectl (server-side), failing the test with kubectl's message.
-fn apply_ok(server: &ApiServer, yaml: &str) {
-    let out = apply_yaml(server, yaml);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Installs the operator's CRDs and waits until the API server serves them.
@@ -63,16 +38,6 @@ fn install_operator_crds(server: &ApiServer) {
             "crd/sites.harmony.io",
         ],
     );
-}
-
-fn get_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
-    let mut full = vec!["get"];
-    full.extend_from_slice(args);
-    full.extend_from_slice(&["-o", "json"]);
-    let out = server.kubectl(&full);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
 /// What the agent rollout applies on a site for namespace `harmony-agent` (see
@@ -123,33 +88,6 @@ fn exists(server: &ApiServer, kind: &str, name: &str, namespace: Option<&str>) -
     !kubectl_ok(server, &args).trim().is_empty()
 }
 
-/// Polls `check` until it returns Some, or fails naming `what` with the last value seen.
-fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> (Option<T>, String)) -> T {
-    let started = Instant::now();
-    loop {
-        let (found, last) = check();
-        if let Some(v) = found {
-            return v;
-        }
-        assert!(
-            started.elapsed() < timeout,
-            "timed out waiting for {what}; last seen: {last}"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
-fn condition(resource: &Value, type_: &str) -> (String, String, String) {
-    resource["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
-        .map(|c| {
-            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-            (s("status"), s("reason"), s("message"))
-        })
-        .unwrap_or_default()
-}
-
 fn decoded(secret: &Value, key: &str) -> String {
     String::from_utf8(
         STANDARD
@@ -172,16 +110,6 @@ fn operator_secrets(paris: &ApiServer, client_cert: &str) {
         b64("CLIENT-KEY")
     );
     apply_ok(paris, &yaml);
-}
-
-fn declare_site(cp: &ApiServer, name: &str, site: &ApiServer) {
-    let kubeconfig = std::fs::read_to_string(site.kubeconfig()).unwrap();
-    let yaml = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}-kubeconfig, namespace: harmony-system}}\ndata: {{kubeconfig: {}}}\n---\n\
-         apiVersion: harmony.io/v1alpha1\nkind: Site\nmetadata: {{name: {name}}}\nspec: {{kubeconfigSecret: {{namespace: harmony-system, name: {name}-kubeconfig}}}}\n",
-        STANDARD.encode(kubeconfig)
-    );
-    apply_ok(cp, &yaml);
 }
 
 fn finance_db(storage: &str, replica_site: &str, version: &str) -> String {

@@ -241,7 +241,7 @@ mod score_wait {
 
     fn api_server() -> ApiServer {
         let s = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-        s.install_shared_crds().unwrap_or_else(|e| panic!("{e}"));
+        s.install_crds().unwrap_or_else(|e| panic!("{e}"));
         s
     }
 

@@ -652,7 +652,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
     );
 
     // The CloudNativePG API appears: discovery enables the postgresql provider.
-    w.server.install_shared_crds().unwrap();
+    w.server.install_crds().unwrap();
     w.wait_region("south", "postgresql advertised", |s| {
         advertises(s, "postgresql")
     })
@@ -675,7 +675,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         json!(format!("{}-rw.harmony-services.svc", pg.id))
     );
     assert!(!format!("{record:?}").contains("password"), "{record:?}");
-    // KubeVirt's API appears. ../shared has no KubeVirt CRD, so this stand-in declares its
+    // KubeVirt's API appears. tests/crds has no KubeVirt CRD, so this stand-in declares its
     // group, version and kind (VirtualMachine, kubevirt.io/v1) with an open schema: enough for
     // discovery and for the provider's objects, not a KubeVirt installation.
     let crd = w.dir.path().join("kubevirt-vm-crd.yaml");

@@ -1,4 +1,4 @@
-//! What the operator's suites share (`operator_ha.rs`, `operator_health.rs`): kubectl on the
+//! What the operator's suites share (`operator.rs`, `operator_ha.rs`, `operator_health.rs`, `operator_switchover.rs`): kubectl on the
 //! fixture API servers, polling, the operator's CRDs, and reading conditions.
 
 // Each suite is its own crate and uses a part of this module.
@@ -66,7 +66,7 @@ pub fn wait_for<T>(
 pub fn start(crds: bool) -> ApiServer {
     let s = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
     if crds {
-        s.install_shared_crds().unwrap_or_else(|e| panic!("{e}"));
+        s.install_crds().unwrap_or_else(|e| panic!("{e}"));
     }
     s
 }
