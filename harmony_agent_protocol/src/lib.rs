@@ -28,6 +28,7 @@ pub mod ops;
 pub mod raw;
 pub mod secret;
 pub mod services;
+pub mod tenancy;
 
 #[cfg(feature = "logging")]
 pub mod logging;
@@ -134,6 +135,11 @@ pub mod code {
     pub const NOT_FOUND: &str = "not_found";
     /// A request id was reused with another region, op or params.
     pub const DUPLICATE_ID: &str = "duplicate_id";
+    /// The API server refused an object because a project quota is exhausted; the message names
+    /// the quota and the resource.
+    pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
+    /// A child object would live in another region (or zone) than its parent (422).
+    pub const CONTAINMENT: &str = "containment";
     /// Anything else.
     pub const INTERNAL: &str = "internal";
 }
@@ -259,6 +265,10 @@ pub struct Req {
     /// The op's parameters, exactly as the caller sent them.
     #[serde(default)]
     pub params: RawJson,
+    /// The project the op runs for, when a tenant's project submitted it: the agent makes the
+    /// project present (namespace, quota) first and keeps the op inside its namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<tenancy::ProjectScope>,
 }
 
 impl Req {
@@ -272,6 +282,7 @@ impl Req {
             id: id.into(),
             op: op.into(),
             params: RawJson::from_serialize(params)?,
+            project: None,
         })
     }
 }

@@ -3,6 +3,7 @@
 //! bound).
 
 pub mod agent;
+pub mod caller;
 pub mod error;
 pub mod instances;
 pub mod listener;

@@ -84,6 +84,7 @@ impl Delivery {
             id: r.id.clone(),
             op: r.op.clone(),
             params,
+            project: None,
         }))
     }
 

@@ -179,6 +179,7 @@ pub fn frame_size(id: &str, op: &str, params: &RawJson) -> u64 {
         id: id.to_string(),
         op: op.to_string(),
         params: params.clone(),
+        project: None,
     };
     encoded_len(&Frame::Req(req)) as u64
 }
@@ -440,6 +441,7 @@ mod tests {
             id: "r1".into(),
             op: "apply_manifests".into(),
             params: params.clone(),
+            project: None,
         }));
         // The params bytes travel as sent: 1e2 stays 1e2.
         assert!(encoded.contains(r#"{"n": 1e2}"#), "{encoded}");

@@ -33,6 +33,8 @@ pub(super) struct AgentSpec<'a> {
     pub ca_pem: Option<&'a str>,
     pub image: &'a str,
     pub rules: &'a [Value],
+    /// Cluster-scoped rules a rollout option names (none by default).
+    pub cluster_rules: &'a [Value],
     /// The bootstrap token, only when a new one was minted (never printed: Secrets are redacted).
     pub bootstrap_token: Option<&'a str>,
 }
@@ -84,6 +86,15 @@ pub(super) fn manifests(s: &AgentSpec<'_>) -> Result<Vec<K8sObject>, CapabilityE
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{cluster_name}-ops")},
             "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": ns}]}),
     ];
+    if !s.cluster_rules.is_empty() {
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": format!("{cluster_name}-cluster"), "labels": labels()},
+            "rules": s.cluster_rules}));
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("{cluster_name}-cluster"), "labels": labels()},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{cluster_name}-cluster")},
+            "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": ns}]}));
+    }
     let mut data = json!({
         "HARMONY_CONTROL_PLANE_URL": s.control_plane_url,
         "HARMONY_REGION": s.region,
@@ -185,6 +196,7 @@ mod tests {
             ca_pem: Some("-----BEGIN CERTIFICATE-----\n..."),
             image: "registry.example.com/harmony-agent:0.1.0",
             rules: &[],
+            cluster_rules: &[],
             bootstrap_token: token,
         }
     }

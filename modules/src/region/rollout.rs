@@ -36,6 +36,7 @@ pub struct RegionAgentRolloutScore {
     image: String,
     namespace: String,
     rules: Vec<Value>,
+    cluster_rules: Vec<Value>,
     wait: Duration,
 }
 
@@ -58,6 +59,7 @@ impl RegionAgentRolloutScore {
             image: image.into(),
             namespace: AGENT_NAME.to_string(),
             rules: default_rules(),
+            cluster_rules: Vec::new(),
             wait: DEFAULT_WAIT,
         }
     }
@@ -86,6 +88,13 @@ impl RegionAgentRolloutScore {
         self
     }
 
+    /// Cluster-scoped RBAC rules the agent also gets (none by default): name here the
+    /// cluster-scoped kinds your Scores apply through the agent (e.g. CRDs, ClusterRoles).
+    pub fn with_cluster_rules(mut self, rules: Vec<Value>) -> Self {
+        self.cluster_rules = rules;
+        self
+    }
+
     /// How long to wait for the region to become healthy (default 5 minutes).
     pub fn with_wait(mut self, wait: Duration) -> Self {
         self.wait = wait;
@@ -101,6 +110,7 @@ impl RegionAgentRolloutScore {
             ca_pem: self.ca_pem.as_deref(),
             image: &self.image,
             rules: &self.rules,
+            cluster_rules: &self.cluster_rules,
             bootstrap_token: token,
         }
     }
