@@ -9,7 +9,9 @@ use std::fmt::Debug;
 use harmony::domain::capability::MultiSite;
 use harmony::domain::capability::postgresql::ReplicationReport;
 use harmony::domain::{InterpretError, Inventory, Outcome, Score};
+use harmony::infra::agent::ControlPlaneClient;
 use harmony::infra::multi_site::MultiSiteTopology;
+use harmony::infra::region_site::RegionSiteTopology;
 use harmony_modules::postgresql::{PostgreSQLResource, PostgreSQLScore, ResourceStatus};
 use harmony_modules::region::{RegionAgent, RegionAgentRolloutScore};
 
@@ -134,17 +136,21 @@ impl Managed for RegionAgent {
         let control_plane = config.control_plane.as_ref().ok_or_else(|| {
             Failure::Invalid("a RegionAgent needs the operator to run with a control plane (harmony-control-plane --operator-kubeconfig)".into())
         })?;
-        let score = RegionAgentRolloutScore::from_spec(&self.spec, control_plane.clone())
+        let score = RegionAgentRolloutScore::from_spec(&self.spec)
             .map_err(|e| Failure::Invalid(e.to_string()))?;
-        Score::<SiteTopology>::validate(&score).map_err(|e| Failure::Invalid(e.to_string()))?;
         let site = topology.site(&self.spec.site).ok_or_else(|| {
             Failure::Invalid(format!(
                 "invalid spec.site: {:?} is not in the topology",
                 self.spec.site
             ))
         })?;
-        Score::<SiteTopology>::create_interpret(&score)
-            .execute(&Inventory::empty(), site)
+        // The site applies the agent; the control plane's admin client creates the region.
+        let region_site = RegionSiteTopology::new(site, control_plane);
+        Score::<RegionSiteTopology<&SiteTopology, &ControlPlaneClient>>::validate(&score)
+            .and_then(|()| score.validate_on(&region_site))
+            .map_err(|e| Failure::Invalid(e.to_string()))?;
+        Score::<RegionSiteTopology<&SiteTopology, &ControlPlaneClient>>::create_interpret(&score)
+            .execute(&Inventory::empty(), &region_site)
             .await
             .map(Ran::from)
             .map_err(Failure::Interpret)

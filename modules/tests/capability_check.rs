@@ -5,4 +5,6 @@ fn capability_bounds_are_checked_at_compile_time() {
     let t = trybuild::TestCases::new();
     t.pass("tests/ui/k8s_score_on_render_topology.rs");
     t.compile_fail("tests/ui/k8s_score_on_topology_without_k8s.rs");
+    t.pass("tests/ui/region_rollout_on_region_site_topology.rs");
+    t.compile_fail("tests/ui/region_rollout_on_topology_without_region_admin.rs");
 }

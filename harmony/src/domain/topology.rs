@@ -15,6 +15,23 @@ pub trait Topology: Send + Sync {
     async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError>;
 }
 
+/// A borrowed topology is the topology: lets a wrapper (e.g. `RegionSiteTopology`) add a
+/// capability to a topology owned elsewhere.
+#[async_trait]
+impl<T: Topology + ?Sized> Topology for &T {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+
+    fn mode(&self) -> ExecutionMode {
+        (**self).mode()
+    }
+
+    async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError> {
+        (**self).ensure_ready().await
+    }
+}
+
 /// What preparing the topology did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "status", content = "message", rename_all = "lowercase")]

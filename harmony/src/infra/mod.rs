@@ -12,5 +12,6 @@ pub mod inventory_sqlite;
 pub mod kube;
 pub mod multi_site;
 pub mod okd;
+pub mod region_site;
 pub mod render;
 pub mod split_plane;

@@ -1,9 +1,11 @@
 //! Regions: rolling out the region agent that connects a cluster to the control plane.
 
+mod cluster_rules;
 mod manifests;
 mod resource;
 mod rollout;
 
+pub use cluster_rules::ClusterRule;
 pub use manifests::{AGENT_NAME, BOOTSTRAP_SECRET, IDENTITY_SECRET, default_rules};
 pub use resource::{RegionAgent, RegionAgentSpec};
 pub use rollout::RegionAgentRolloutScore;

@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use harmony::domain::ValidationError;
-use harmony::infra::agent::ControlPlaneClient;
 use harmony_types::{Dns1123Label, RegionId, ZoneId};
 
+use super::cluster_rules::{ClusterRule, checked_rules};
 use super::rollout::RegionAgentRolloutScore;
 use crate::postgresql::ResourceStatus;
 
@@ -51,14 +51,16 @@ pub struct RegionAgentSpec {
     /// How long to wait for the region to report healthy (default 300).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_seconds: Option<u64>,
+    /// RBAC rules for the cluster-scoped kinds the agent may touch (CRDs, ClusterRoles...);
+    /// none by default. No wildcards, no Secrets, no namespaced kinds, no escalating verbs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_rules: Vec<ClusterRule>,
 }
 
 impl RegionAgentRolloutScore {
-    /// The Score a `RegionAgent` resource asks for, reporting to `control_plane`.
-    pub fn from_spec(
-        spec: &RegionAgentSpec,
-        control_plane: ControlPlaneClient,
-    ) -> Result<Self, ValidationError> {
+    /// The Score a `RegionAgent` resource asks for; it reports to the control plane of the
+    /// topology it runs on (its `RegionAdmin`).
+    pub fn from_spec(spec: &RegionAgentSpec) -> Result<Self, ValidationError> {
         let region = RegionId::parse(&spec.region).map_err(|e| {
             ValidationError::new(
                 "spec.region",
@@ -80,8 +82,9 @@ impl RegionAgentRolloutScore {
                 "give the agent's image, such as \"registry.example.com/harmony-agent:0.1\"",
             ));
         }
-        let mut score =
-            RegionAgentRolloutScore::new(region, zone, control_plane, spec.image.clone());
+        let cluster_rules = checked_rules(&spec.cluster_rules)?;
+        let mut score = RegionAgentRolloutScore::new(region, zone, spec.image.clone())
+            .with_cluster_rules(cluster_rules);
         if let Some(ns) = &spec.namespace {
             let ns = Dns1123Label::parse(ns).map_err(|e| {
                 ValidationError::new(

@@ -2,13 +2,13 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-use harmony::domain::capability::{CapabilityError, K8sClient};
+use harmony::domain::capability::{CapabilityError, K8sClient, RegionAdmin, RegionState};
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::{
     ChangeAction, ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score, Topology,
     ValidationError, report_progress,
 };
-use harmony::infra::agent::{ControlPlaneClient, ControlPlaneError, RegionStatus, SecretString};
+use harmony::infra::agent::SecretString;
 use harmony_types::{Dns1123Label, RegionId, Version, ZoneId};
 
 use super::manifests::{AGENT_NAME, AgentSpec, BOOTSTRAP_SECRET, default_rules, manifests};
@@ -17,21 +17,23 @@ use crate::k8s::apply_objects;
 const DEFAULT_WAIT: Duration = Duration::from_secs(300);
 const POLL: Duration = Duration::from_millis(500);
 
-/// Brings one region under the control plane: creates the region through the admin API when
-/// missing (receiving its one-time bootstrap token), applies the agent's manifests through the
-/// region's **direct** topology (kubeconfig: the one documented bootstrap path), then waits until
-/// the control plane reports the region healthy.
+/// Brings one region under the control plane: creates the region through the topology's
+/// [`RegionAdmin`] capability when missing (receiving its one-time bootstrap token), applies the
+/// agent's manifests through the region's **direct** `K8sClient` (kubeconfig: the one documented
+/// bootstrap path), then waits until the control plane reports the region healthy.
 ///
-/// Run it on each region's direct topology (one Score per region). Idempotent: when the region
-/// exists and its agent holds an identity, no token is minted and the manifests are re-applied
-/// without a bootstrap Secret; a region created earlier whose agent never connected gets a fresh
-/// token (the old one may have expired).
+/// Run it on each region's direct topology wrapped with the control plane's admin client
+/// (`harmony::infra::region_site::RegionSiteTopology`), one Score per region; on a topology
+/// without `RegionAdmin` it does not compile. Idempotent: when the region exists and its agent
+/// holds an identity, no token is minted and the manifests are re-applied without a bootstrap
+/// Secret; a region created earlier whose agent never connected gets a fresh token (the old one
+/// may have expired).
 #[derive(Debug, Clone)]
 pub struct RegionAgentRolloutScore {
     region: RegionId,
     zone: ZoneId,
-    control_plane: ControlPlaneClient,
-    agent_url: String,
+    /// The URL agents dial; the control plane's own URL (from the topology) when `None`.
+    agent_url: Option<String>,
     ca_pem: Option<String>,
     image: String,
     namespace: String,
@@ -41,20 +43,14 @@ pub struct RegionAgentRolloutScore {
 }
 
 impl RegionAgentRolloutScore {
-    /// The agent for `region`/`zone`, running `image`, reporting to `control_plane` (whose admin
-    /// API creates the region). Agents dial `control_plane.url()` unless [`Self::with_agent_url`].
-    pub fn new(
-        region: RegionId,
-        zone: ZoneId,
-        control_plane: ControlPlaneClient,
-        image: impl Into<String>,
-    ) -> Self {
-        let agent_url = control_plane.url().to_string();
+    /// The agent for `region`/`zone`, running `image`, reporting to the control plane of the
+    /// topology it runs on (its [`RegionAdmin`]). Agents dial that control plane's URL unless
+    /// [`Self::with_agent_url`].
+    pub fn new(region: RegionId, zone: ZoneId, image: impl Into<String>) -> Self {
         Self {
             region,
             zone,
-            control_plane,
-            agent_url,
+            agent_url: None,
             ca_pem: None,
             image: image.into(),
             namespace: AGENT_NAME.to_string(),
@@ -66,7 +62,7 @@ impl RegionAgentRolloutScore {
 
     /// The URL agents dial (e.g. the public name on 443), when it differs from the admin URL.
     pub fn with_agent_url(mut self, url: impl Into<String>) -> Self {
-        self.agent_url = url.into();
+        self.agent_url = Some(url.into());
         self
     }
 
@@ -101,12 +97,19 @@ impl RegionAgentRolloutScore {
         self
     }
 
-    fn spec<'a>(&'a self, token: Option<&'a str>) -> AgentSpec<'a> {
+    /// The URL agents dial: the one given, or the control plane's.
+    fn agent_url<'a>(&'a self, admin: &'a impl RegionAdmin) -> &'a str {
+        self.agent_url
+            .as_deref()
+            .unwrap_or_else(|| admin.control_plane_url())
+    }
+
+    fn spec<'a>(&'a self, agent_url: &'a str, token: Option<&'a str>) -> AgentSpec<'a> {
         AgentSpec {
             namespace: &self.namespace,
             region: self.region.as_str(),
             zone: self.zone.as_str(),
-            control_plane_url: &self.agent_url,
+            control_plane_url: agent_url,
             ca_pem: self.ca_pem.as_deref(),
             image: &self.image,
             rules: &self.rules,
@@ -128,23 +131,11 @@ impl RegionAgentRolloutScore {
         }
     }
 
-    fn control_plane_error(
-        &self,
-        action: &str,
-        applied: Vec<ObjectChange>,
-        e: ControlPlaneError,
-    ) -> InterpretError {
-        // Keep the kind (a refused admin token is Forbidden, not "unreachable").
-        let server = format!("control plane {}", self.control_plane.url());
-        let source = e.into_capability(&format!("region {}", self.region), &server);
-        self.capability(action, applied, source)
-    }
-
-    fn region_change(&self, action: ChangeAction) -> ObjectChange {
+    fn region_change(&self, admin: &impl RegionAdmin, action: ChangeAction) -> ObjectChange {
         ObjectChange {
             object: format!("control-plane Region {}", self.region),
             action,
-            location: Some(self.control_plane.url().to_string()),
+            location: Some(admin.control_plane_url().to_string()),
             diff: Vec::new(),
         }
     }
@@ -152,7 +143,8 @@ impl RegionAgentRolloutScore {
     /// Decides whether a bootstrap token is needed and mints it (apply mode only).
     async fn token(
         &self,
-        status: Option<&RegionStatus>,
+        admin: &impl RegionAdmin,
+        status: Option<&RegionState>,
         mode: ExecutionMode,
         changes: &mut Vec<ObjectChange>,
     ) -> Result<Option<SecretString>, InterpretError> {
@@ -162,18 +154,21 @@ impl RegionAgentRolloutScore {
                 Vec::new(),
                 CapabilityError::Rejected {
                     object: format!("region {}", self.region),
-                    server: self.control_plane.url().to_string(),
+                    server: admin.control_plane_url().to_string(),
                     message: "the region was decommissioned (its identity revoked); re-create it on purpose with POST /v1/admin/regions, or drop it from the run".into(),
                 },
             )),
             // The agent holds an identity: never mint another token.
             Some(s) if s.bootstrapped => Ok(None),
             _ if mode != ExecutionMode::Apply => {
-                changes.push(self.region_change(if status.is_some() {
-                    ChangeAction::Update
-                } else {
-                    ChangeAction::Create
-                }));
+                changes.push(self.region_change(
+                    admin,
+                    if status.is_some() {
+                        ChangeAction::Update
+                    } else {
+                        ChangeAction::Create
+                    },
+                ));
                 Ok(Some(SecretString::new("<minted at apply time>")))
             }
             Some(_) => {
@@ -181,25 +176,23 @@ impl RegionAgentRolloutScore {
                     "region {} exists but its agent never connected: minting a new bootstrap token",
                     self.region
                 ));
-                let created = self
-                    .control_plane
+                let grant = admin
                     .new_bootstrap_token(&self.region)
                     .await
-                    .map_err(|e| self.control_plane_error("minting a bootstrap token", Vec::new(), e))?;
-                changes.push(self.region_change(ChangeAction::Update));
-                Ok(Some(created.bootstrap_token))
+                    .map_err(|e| self.capability("minting a bootstrap token", Vec::new(), e))?;
+                changes.push(self.region_change(admin, ChangeAction::Update));
+                Ok(Some(grant.token))
             }
             None => {
                 report_progress(format!("creating region {} on the control plane", self.region));
-                let created = self
-                    .control_plane
+                let created = admin
                     .create_region(&self.region, &self.zone)
                     .await
-                    .map_err(|e| self.control_plane_error("creating the region", Vec::new(), e))?;
+                    .map_err(|e| self.capability("creating the region", Vec::new(), e))?;
                 match created {
-                    Some(c) => {
-                        changes.push(self.region_change(ChangeAction::Create));
-                        Ok(Some(c.bootstrap_token))
+                    Some(grant) => {
+                        changes.push(self.region_change(admin, ChangeAction::Create));
+                        Ok(Some(grant.token))
                     }
                     // Created concurrently by someone else: its token is theirs.
                     None => Err(self.capability(
@@ -216,10 +209,14 @@ impl RegionAgentRolloutScore {
         }
     }
 
-    async fn wait_healthy(&self, applied: &[ObjectChange]) -> Result<RegionStatus, InterpretError> {
+    async fn wait_healthy(
+        &self,
+        admin: &impl RegionAdmin,
+        applied: &[ObjectChange],
+    ) -> Result<RegionState, InterpretError> {
         let started = Instant::now();
         loop {
-            let last_seen = match self.control_plane.region(self.region.as_str()).await {
+            let last_seen = match admin.region_state(&self.region).await {
                 Ok(Some(s)) if s.is_healthy() => return Ok(s),
                 Ok(Some(s)) => format!("{}: {}", s.health, s.health_reason),
                 Ok(None) => "the region does not exist".to_string(),
@@ -233,7 +230,7 @@ impl RegionAgentRolloutScore {
                         waited_for: format!(
                             "region {} to report healthy to the control plane at {} (agent Deployment {}/{AGENT_NAME})",
                             self.region,
-                            self.control_plane.url(),
+                            admin.control_plane_url(),
                             self.namespace
                         ),
                         after: self.wait,
@@ -246,7 +243,19 @@ impl RegionAgentRolloutScore {
     }
 }
 
-impl<T: Topology + K8sClient + 'static> Score<T> for RegionAgentRolloutScore {
+/// Agents only dial TLS.
+fn check_agent_url(url: &str) -> Result<(), ValidationError> {
+    if url.starts_with("https://") || url.starts_with("wss://") {
+        return Ok(());
+    }
+    Err(ValidationError::new(
+        "agent_url",
+        format!("{url:?} is not a TLS URL"),
+        "agents only dial TLS: use https://host[:port] or wss://host[:port]",
+    ))
+}
+
+impl<T: Topology + K8sClient + RegionAdmin> Score<T> for RegionAgentRolloutScore {
     fn name(&self) -> String {
         format!("Region agent {}", self.region)
     }
@@ -258,7 +267,7 @@ impl<T: Topology + K8sClient + 'static> Score<T> for RegionAgentRolloutScore {
     fn parameters(&self) -> Value {
         json!({
             "region": self.region, "zone": self.zone,
-            "control_plane": self.control_plane.url(), "agent_url": self.agent_url,
+            "agent_url": self.agent_url.as_deref().unwrap_or("the control plane's URL"),
             "image": self.image, "namespace": self.namespace,
             "ca_bundle": self.ca_pem.is_some(), "wait_s": self.wait.as_secs(),
         })
@@ -272,19 +281,19 @@ impl<T: Topology + K8sClient + 'static> Score<T> for RegionAgentRolloutScore {
                 "give the agent image, e.g. registry.example.com/harmony-agent:0.1.0",
             ));
         }
-        if !(self.agent_url.starts_with("https://") || self.agent_url.starts_with("wss://")) {
-            return Err(ValidationError::new(
-                "agent_url",
-                format!("{:?} is not a TLS URL", self.agent_url),
-                "agents only dial TLS: use https://host[:port] or wss://host[:port]",
-            ));
+        match &self.agent_url {
+            Some(url) => check_agent_url(url),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    fn validate_on(&self, topology: &T) -> Result<(), ValidationError> {
+        check_agent_url(self.agent_url(topology))
     }
 }
 
 #[async_trait]
-impl<T: Topology + K8sClient + 'static> Interpret<T> for RegionAgentRolloutScore {
+impl<T: Topology + K8sClient + RegionAdmin> Interpret<T> for RegionAgentRolloutScore {
     fn name(&self) -> InterpretName {
         InterpretName("RegionAgentRollout")
     }
@@ -302,14 +311,17 @@ impl<T: Topology + K8sClient + 'static> Interpret<T> for RegionAgentRolloutScore
         let status = if mode == ExecutionMode::Render {
             None
         } else {
-            self.control_plane
-                .region(self.region.as_str())
+            topology
+                .region_state(&self.region)
                 .await
-                .map_err(|e| self.control_plane_error("reading the region", Vec::new(), e))?
+                .map_err(|e| self.capability("reading the region", Vec::new(), e))?
         };
         let mut changes = Vec::new();
-        let token = self.token(status.as_ref(), mode, &mut changes).await?;
-        let objects = manifests(&self.spec(token.as_ref().map(SecretString::expose)))
+        let token = self
+            .token(topology, status.as_ref(), mode, &mut changes)
+            .await?;
+        let agent_url = self.agent_url(topology);
+        let objects = manifests(&self.spec(agent_url, token.as_ref().map(SecretString::expose)))
             .map_err(|e| self.capability("building the agent manifests", changes.clone(), e))?;
         let subject = <Self as Score<T>>::name(self);
         let applied = apply_objects(topology, &subject, &objects)
@@ -341,7 +353,7 @@ impl<T: Topology + K8sClient + 'static> Interpret<T> for RegionAgentRolloutScore
             "waiting for region {} to report healthy",
             self.region
         ));
-        let status = self.wait_healthy(&changes).await?;
+        let status = self.wait_healthy(topology, &changes).await?;
         let mut outcome = Outcome::from_changes(changes).with_detail(format!(
             "region {} healthy through the control plane (agent {})",
             self.region,

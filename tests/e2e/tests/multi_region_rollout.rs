@@ -1,5 +1,5 @@
 //! `RegionAgentRolloutScore` against a real control plane and a real kube-apiserver reached
-//! through its direct kubeconfig. The fixture has no kubelet, so the test plays one: it starts
+//! through its direct kubeconfig (a `RegionSiteTopology`: the site plus the admin client). The fixture has no kubelet, so the test plays one: it starts
 //! the agent process from the ConfigMap and Secret the Score applied, with the identity kept in
 //! a Secret of the agent's namespace (the in-cluster path).
 
@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use harmony::domain::{
     ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus,
 };
+use harmony::infra::agent::ControlPlaneClient;
 use harmony::infra::kube::{K8sTopology, KubeTarget};
+use harmony::infra::region_site::RegionSiteTopology;
 use harmony::types::{Dns1123Label, RegionId, ZoneId};
 use harmony_e2e::ApiServer;
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
@@ -19,8 +21,12 @@ use harmony_modules::region::{IDENTITY_SECRET, RegionAgentRolloutScore};
 const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
 const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 
-async fn run(server: &ApiServer, score: RegionAgentRolloutScore) -> ScoreReport {
-    let topology = K8sTopology::new(
+async fn run(
+    server: &ApiServer,
+    control_plane: ControlPlaneClient,
+    score: RegionAgentRolloutScore,
+) -> ScoreReport {
+    let site = K8sTopology::new(
         "region-direct",
         KubeTarget::Kubeconfig {
             path: Some(server.kubeconfig()),
@@ -28,6 +34,7 @@ async fn run(server: &ApiServer, score: RegionAgentRolloutScore) -> ScoreReport 
         },
         &RunContext::default(),
     );
+    let topology = RegionSiteTopology::new(site, control_plane);
     let mut maestro = Maestro::new(Inventory::empty(), topology);
     maestro.register(vec![Box::new(score)]);
     let mut reports = maestro
@@ -55,7 +62,6 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     let score = RegionAgentRolloutScore::new(
         RegionId::parse("eu-west").unwrap(),
         ZoneId::parse("paris-1").unwrap(),
-        cp.client(),
         "registry.example.com/harmony-agent:test",
     )
     .with_ca_pem(pki.ca_pem.clone())
@@ -64,7 +70,8 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     let rollout = {
         let server = server.clone();
         let score = score.clone();
-        tokio::spawn(async move { run(&server, score).await })
+        let client = cp.client();
+        tokio::spawn(async move { run(&server, client, score).await })
     };
     // The kubelet's part: once the Score applied the ConfigMap and the bootstrap Secret, start
     // the agent exactly as the Deployment would (same values, identity in a Secret).
@@ -229,7 +236,7 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     assert!(identity["data"]["identity"].is_string());
 
     // Idempotent: a second run mints no token and changes nothing.
-    let again = run(&server, score.clone()).await;
+    let again = run(&server, cp.client(), score.clone()).await;
     assert_eq!(again.status, ScoreStatus::Noop, "{again:#?}");
     assert!(
         again
@@ -250,12 +257,11 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     let never = RegionAgentRolloutScore::new(
         RegionId::parse("never").unwrap(),
         ZoneId::parse("z").unwrap(),
-        cp.client(),
         "registry.example.com/harmony-agent:test",
     )
     .in_namespace(Dns1123Label::parse("never-agent").unwrap())
     .with_wait(Duration::from_secs(2));
-    let failed = run(&server, never).await;
+    let failed = run(&server, cp.client(), never).await;
     assert_eq!(failed.status, ScoreStatus::Failed);
     assert!(
         failed

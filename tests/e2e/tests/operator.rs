@@ -683,9 +683,21 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
         "apiVersion": "harmony.io/v1alpha1", "kind": "RegionAgent",
         "metadata": {"name": "eu-west", "namespace": "harmony-system"},
         "spec": {"region": "eu-west", "zone": "paris-1", "site": "site-eu",
-                 "image": "registry.example.com/harmony-agent:test", "caPem": ca, "waitSeconds": 60}
+                 "image": "registry.example.com/harmony-agent:test", "caPem": ca, "waitSeconds": 60,
+                 "clusterRules": [{"apiGroups": ["apiextensions.k8s.io"],
+                                   "resources": ["customresourcedefinitions"],
+                                   "verbs": ["get", "create", "patch"]}]}
     });
     apply_ok(&cp, &serde_yaml::to_string(&resource).unwrap());
+    // A RegionAgent asking for Secrets cluster-wide is refused before anything is created.
+    let greedy = json!({
+        "apiVersion": "harmony.io/v1alpha1", "kind": "RegionAgent",
+        "metadata": {"name": "greedy", "namespace": "harmony-system"},
+        "spec": {"region": "greedy", "zone": "z", "site": "site-eu",
+                 "image": "registry.example.com/harmony-agent:test",
+                 "clusterRules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}
+    });
+    apply_ok(&cp, &serde_yaml::to_string(&greedy).unwrap());
 
     // The kubelet's part (the fixture has none): start the agent from what the rollout applied.
     let dir = tempfile::tempdir().unwrap();
@@ -746,6 +758,42 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
         )
     });
     assert_eq!(resource["status"]["sites"][0]["site"], "site-eu");
+    // clusterRules became the agent's cluster-scoped ClusterRole, exactly as written.
+    let cluster_role = get_json(
+        &site,
+        &[
+            "clusterroles.rbac.authorization.k8s.io",
+            "harmony-agent-harmony-agent-cluster",
+        ],
+    )
+    .expect("the ClusterRole of spec.clusterRules");
+    assert_eq!(
+        cluster_role["rules"],
+        json!([{"apiGroups": ["apiextensions.k8s.io"],
+                "resources": ["customresourcedefinitions"],
+                "verbs": ["get", "create", "patch"]}])
+    );
+    let (_, _, message) = wait_for(
+        "InvalidSpec for a RegionAgent asking for Secrets",
+        Duration::from_secs(60),
+        || {
+            let r = get_json(
+                &cp,
+                &["regionagents.harmony.io", "greedy", "-n", "harmony-system"],
+            )
+            .unwrap_or_default();
+            let c = condition(&r, "Ready");
+            ((c.1 == "InvalidSpec").then(|| c.clone()), format!("{c:?}"))
+        },
+    );
+    assert!(
+        message.contains("spec.clusterRules[0].resources") && message.contains("Secrets"),
+        "{message}"
+    );
+    assert!(
+        admin.region("greedy").await.unwrap().is_none(),
+        "an invalid RegionAgent created its region"
+    );
     let region = admin
         .region("eu-west")
         .await
@@ -781,7 +829,14 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
     );
     let survivors: Vec<String> = AGENT_OBJECTS
         .iter()
-        .chain(&[("secret", "harmony-agent-bootstrap", Some("harmony-agent"))])
+        .chain(&[
+            ("secret", "harmony-agent-bootstrap", Some("harmony-agent")),
+            (
+                "clusterroles.rbac.authorization.k8s.io",
+                "harmony-agent-harmony-agent-cluster",
+                None,
+            ),
+        ])
         .filter(|(kind, name, namespace)| exists(&site, kind, name, *namespace))
         .map(|(kind, name, _)| format!("{kind} {name}"))
         .collect();

@@ -311,6 +311,35 @@ pub trait K8sClient: Send + Sync {
     ) -> Result<WaitOutcome, CapabilityError>;
 }
 
+/// A borrowed Kubernetes client is one.
+#[async_trait]
+impl<K: K8sClient + ?Sized> K8sClient for &K {
+    async fn apply(
+        &self,
+        objects: &[K8sObject],
+        options: &ApplyOptions,
+    ) -> Result<Vec<ObjectChange>, ApplyFailure> {
+        (**self).apply(objects, options).await
+    }
+
+    async fn get(&self, object: &ObjectRef) -> Result<Option<K8sObject>, CapabilityError> {
+        (**self).get(object).await
+    }
+
+    async fn delete(&self, object: &ObjectRef) -> Result<ObjectChange, CapabilityError> {
+        (**self).delete(object).await
+    }
+
+    async fn wait_for(
+        &self,
+        object: &ObjectRef,
+        condition: &WaitCondition,
+        timeout: Duration,
+    ) -> Result<WaitOutcome, CapabilityError> {
+        (**self).wait_for(object, condition, timeout).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ pub mod k8s;
 pub mod load_balancer;
 pub mod postgresql;
 pub mod postgresql_distributed;
+pub mod region_admin;
 pub mod sites;
 pub mod tftp;
 
@@ -25,6 +26,7 @@ pub use postgresql_distributed::{
     DistributedCluster, DistributedPostgreSQL, Member, MemberRole, MemberState, ReplicaShape,
     member_name,
 };
+pub use region_admin::{BootstrapGrant, RegionAdmin, RegionHealth, RegionState};
 pub use sites::MultiSite;
 
 pub use dhcp::{DhcpHostBinding, DhcpServer, PxeBootOptions};

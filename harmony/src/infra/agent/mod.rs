@@ -6,6 +6,7 @@
 
 mod client;
 mod errors;
+mod region_admin;
 mod stream;
 mod topology;
 
