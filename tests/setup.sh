@@ -32,3 +32,13 @@ for tool in dnsmasq:dnsmasq-base busybox:busybox qemu-system-x86_64:qemu-system-
 done
 [[ -e /usr/share/qemu/pxe-virtio.rom || -e /usr/lib/ipxe/qemu/pxe-virtio.rom ]] || okd_missing+=(ipxe-qemu)
 if ((${#okd_missing[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${okd_missing[@]}"; fi
+
+# The status page suite (tests/e2e/tests/status_page.rs): headless Chromium from Debian, driven by
+# playwright-core (pinned in tests/e2e/status_page/package-lock.json; it downloads no browser).
+[[ -x /usr/bin/chromium ]] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; }
+status_page="$(dirname "$0")/e2e/status_page"
+if [[ ! -f "$status_page/node_modules/playwright-core/package.json" ]] \
+    || ! grep -q "\"version\": \"$(sed -nE 's/.*"playwright-core": "([^"]+)".*/\1/p' "$status_page/package.json")\"" "$status_page/node_modules/playwright-core/package.json"; then
+    (cd "$status_page" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -9,6 +9,7 @@ pub mod instances;
 pub mod listener;
 pub mod regions;
 pub mod requests;
+pub mod status;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -22,6 +23,7 @@ use harmony_agent_protocol::{AGENT_PATH, MAX_FRAME_BYTES, SecretString, code};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
+use crate::http::caller::Caller;
 use crate::services::ControlPlane;
 use crate::tokens;
 pub use error::Failure;
@@ -61,6 +63,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/services/{id}",
             get(instances::one).delete(instances::delete),
         )
+        .merge(status::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -95,22 +98,34 @@ pub fn bearer(headers: &HeaderMap) -> Option<SecretString> {
 }
 
 /// Everything but the open paths needs the admin token (unknown paths too: nothing is told to
-/// a caller without it).
-async fn require_admin(State(state): State<AppState>, req: Request, next: Next) -> Response {
+/// a caller without it). The status page also takes its session cookie, and sends a caller
+/// without a credential to its login form.
+async fn require_admin(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    if path == "/healthz" || path == AGENT_PATH {
+    if path == "/healthz" || path == AGENT_PATH || status::is_open(path) {
         return next.run(req).await;
     }
-    let ok = bearer(req.headers())
-        .is_some_and(|t| tokens::same(&tokens::hash(t.expose()), &state.admin_hash));
-    if !ok {
+    let caller = match status::credential(path, req.headers()) {
+        Some(token) => caller_for(&state, &token).await,
+        None => None,
+    };
+    let Some(caller) = caller else {
+        if status::is_page(path) {
+            return status::login_redirect();
+        }
         return Failure::new(
             StatusCode::UNAUTHORIZED,
             "missing or wrong admin token; send `Authorization: Bearer <admin token>` (the control plane's --admin-token-file)",
         )
         .into_response();
-    }
+    };
+    req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// The scope `token` proves, if any.
+pub async fn caller_for(state: &AppState, token: &SecretString) -> Option<Caller> {
+    tokens::same(&tokens::hash(token.expose()), &state.admin_hash).then_some(Caller::Admin)
 }
 
 /// A JSON request body; a body that does not parse is a 400 naming the field, one over

@@ -1,0 +1,352 @@
+//! The status page: its askama rendering for admins and tenants, and its routes (login, cookie,
+//! filter) through the real router over a real SQLite store.
+
+use askama::Template;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use harmony_api::{Health, RegionView};
+use http_body_util::BodyExt;
+use std::sync::Arc;
+use std::time::Duration;
+use tower::ServiceExt;
+
+use super::view::{self, Stamp};
+use crate::http::caller::Caller;
+use crate::http::{AppState, router};
+use crate::services::{ControlPlane, HealthPolicy, Settings, regions};
+use crate::store::sqlite::SqliteStore;
+use crate::tokens;
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn region(name: &str, zone: &str, health: Health, heartbeat: Option<i64>) -> RegionView {
+    RegionView {
+        region: name.into(),
+        zone: zone.into(),
+        zones: vec![zone.into()],
+        created_at: 1,
+        bootstrapped: heartbeat.is_some(),
+        decommissioned: false,
+        health,
+        health_reason: format!("reason-of-{name}"),
+        connected: heartbeat.is_some(),
+        connected_at: heartbeat,
+        last_heartbeat: heartbeat,
+        agent_version: heartbeat.map(|_| "9.8.7-agentver".into()),
+        ops: heartbeat
+            .map(|_| vec!["apply_manifests".into(), "get_inventory".into()])
+            .unwrap_or_default(),
+        k8s_reachable: heartbeat.is_some(),
+        pending_requests: if heartbeat.is_some() { 0 } else { 4 },
+        services: vec![],
+        advertised_services: vec![],
+        max_frame_bytes: None,
+        replica: heartbeat.map(|_| "replica-xyz".into()),
+    }
+}
+
+fn regions_fixture() -> Vec<RegionView> {
+    vec![
+        region("us-east", "nyc-1", Health::Unavailable, None),
+        region("eu-west", "paris-1", Health::Healthy, Some(NOW - 3_400)),
+    ]
+}
+
+/// Text strings that only the admin columns carry.
+const ADMIN_ONLY: [&str; 13] = [
+    "Last heartbeat",
+    "Requests in flight",
+    "Agent version",
+    "Ops",
+    "Nodes",
+    "Capacity",
+    "Replica",
+    "9.8.7-agentver",
+    "get_inventory",
+    "replica-xyz",
+    "reason-of-",
+    "3s ago",
+    "data-field=\"pending_requests\"",
+];
+
+#[test]
+fn an_admin_sees_every_zone_with_heartbeat_in_flight_and_agent_columns() {
+    let page = view::build(&regions_fixture(), &Caller::Admin, None, NOW);
+    assert!(page.admin);
+    let order: Vec<_> = page.rows.iter().map(|r| r.region.as_str()).collect();
+    assert_eq!(order, ["eu-west", "us-east"], "rows sorted by region");
+    let html = page.render().unwrap();
+    for s in ADMIN_ONLY {
+        assert!(
+            html.contains(s),
+            "{s:?} missing from the admin page:\n{html}"
+        );
+    }
+    assert!(html.contains("2023-11-14 22:13:16 UTC"), "{html}");
+    assert!(html.contains("datetime=\"2023-11-14T22:13:16Z\""), "{html}");
+    assert!(html.contains("<span class=\"none\">never</span>"), "{html}");
+    assert!(
+        html.contains("data-field=\"pending_requests\">4<"),
+        "the unavailable region's queued requests: {html}"
+    );
+    assert!(html.contains("Signed in as <strong id=\"who\">admin</strong>"));
+    assert!(!html.contains("<script"), "no JavaScript on the page");
+}
+
+#[test]
+fn a_tenant_page_has_no_admin_column_headers_or_values() {
+    let caller = Caller::Tenant {
+        tenant: "acme".into(),
+    };
+    let page = view::build(&regions_fixture(), &caller, None, NOW);
+    assert!(!page.admin && page.rows.iter().all(|r| r.admin.is_none()));
+    let html = page.render().unwrap();
+    for s in ADMIN_ONLY {
+        assert!(!html.contains(s), "{s:?} shown to a tenant:\n{html}");
+    }
+    for s in [
+        "eu-west",
+        "paris-1",
+        "us-east",
+        "nyc-1",
+        "healthy",
+        "unavailable",
+    ] {
+        assert!(
+            html.contains(s),
+            "{s:?} missing from the tenant page:\n{html}"
+        );
+    }
+    assert!(html.contains("tenant acme"));
+    assert_eq!(html.matches("<th ").count(), 3, "three columns: {html}");
+}
+
+#[test]
+fn the_health_filter_keeps_matching_zones_and_counts_each_health() {
+    let page = view::build(
+        &regions_fixture(),
+        &Caller::Admin,
+        Some(Health::Unavailable),
+        NOW,
+    );
+    assert_eq!(page.rows.len(), 1);
+    assert_eq!(page.rows[0].region, "us-east");
+    let counts: Vec<_> = page
+        .filters
+        .iter()
+        .map(|f| (f.label.as_str(), f.count, f.active))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("all", 2, false),
+            ("healthy", 1, false),
+            ("unhealthy", 0, false),
+            ("unavailable", 1, true)
+        ]
+    );
+    let html = page.render().unwrap();
+    assert!(html.contains("href=\"/status?health=healthy\""));
+    assert!(!html.contains("paris-1"), "{html}");
+
+    let none = view::build(
+        &regions_fixture(),
+        &Caller::Admin,
+        Some(Health::Unhealthy),
+        NOW,
+    );
+    let html = none.render().unwrap();
+    assert!(html.contains("No zone is unhealthy."), "{html}");
+    assert!(html.contains("colspan=\"10\""), "{html}");
+}
+
+#[test]
+fn an_unknown_health_filter_names_the_allowed_values() {
+    assert_eq!(view::parse_filter(None), Ok(None));
+    assert_eq!(view::parse_filter(Some("")), Ok(None));
+    assert_eq!(
+        view::parse_filter(Some("unhealthy")),
+        Ok(Some(Health::Unhealthy))
+    );
+    let e = view::parse_filter(Some("sick")).unwrap_err();
+    assert!(e.starts_with("health: \"sick\""), "{e}");
+    assert!(e.contains("healthy, unhealthy or unavailable"), "{e}");
+}
+
+#[test]
+fn markup_in_names_and_reasons_is_escaped() {
+    let mut r = region("eu-west", "paris-1", Health::Unhealthy, Some(NOW));
+    r.health_reason = "<script>alert(1)</script>".into();
+    let html = view::build(&[r], &Caller::Admin, None, NOW)
+        .render()
+        .unwrap();
+    assert!(!html.contains("<script>"), "{html}");
+    assert!(html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"));
+}
+
+#[test]
+fn stamps_are_utc_with_an_age() {
+    let epoch = Stamp::new(0, 59_999);
+    assert_eq!(epoch.utc, "1970-01-01 00:00:00 UTC");
+    assert_eq!(epoch.iso, "1970-01-01T00:00:00Z");
+    assert_eq!(epoch.ago, "59s ago");
+    let leap = Stamp::new(1_709_210_096_000, 1_709_210_096_000 + 61_000);
+    assert_eq!(leap.utc, "2024-02-29 12:34:56 UTC");
+    assert_eq!(leap.ago, "1m 1s ago");
+    assert_eq!(Stamp::new(0, 3_661_000).ago, "1h 1m ago");
+    assert_eq!(Stamp::new(0, 90_000_000).ago, "1d 1h ago");
+    assert_eq!(Stamp::new(10_000, 0).ago, "0s ago", "a clock ahead is now");
+}
+
+// --- the routes, through the real router -------------------------------------------------
+
+const ADMIN: &str = "admin-token-for-the-status-page-tests";
+
+async fn app(dir: &std::path::Path) -> (axum::Router, Arc<ControlPlane>) {
+    let store = Arc::new(SqliteStore::open(&dir.join("cp.sqlite")).unwrap());
+    let settings = Settings {
+        replica_id: "test".into(),
+        policy: HealthPolicy {
+            heartbeat: Duration::from_millis(100),
+            unhealthy_after: Duration::from_secs(30),
+            unavailable_after: Duration::from_secs(60),
+        },
+        bootstrap_ttl: Duration::from_secs(60),
+        identity_ttl: Duration::from_secs(3600),
+        identity_overlap: Duration::from_secs(60),
+        max_request_wait: Duration::from_secs(10),
+        request_retention: Duration::from_secs(3600),
+        max_frame_bytes: harmony_agent_protocol::MAX_FRAME_BYTES,
+    };
+    let cp = ControlPlane::new(store, settings);
+    let app = router(AppState {
+        cp: cp.clone(),
+        admin_hash: tokens::hash(ADMIN),
+        ws_buffer_bytes: 1024,
+    });
+    (app, cp)
+}
+
+async fn send(
+    app: &axum::Router,
+    req: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, String) {
+    let r = app.clone().oneshot(req).await.unwrap();
+    let (parts, body) = r.into_parts();
+    let bytes = body.collect().await.unwrap().to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&bytes).into(),
+    )
+}
+
+fn get(path: &str) -> axum::http::request::Builder {
+    Request::builder().method("GET").uri(path)
+}
+
+#[tokio::test]
+async fn the_page_takes_a_bearer_token_or_the_login_cookie_and_never_shows_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, cp) = app(dir.path()).await;
+    regions::create(&cp, "eu-west", "paris-1", None)
+        .await
+        .unwrap();
+
+    // No credential: to the login form, which needs none.
+    let (status, headers, _) = send(&app, get("/status").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(headers[header::LOCATION], "/status/login");
+    let (status, headers, html) =
+        send(&app, get("/status/login").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(html.contains("name=\"token\""));
+
+    // The bearer header, as for the API.
+    let (status, headers, html) = send(
+        &app,
+        get("/status")
+            .header(header::AUTHORIZATION, format!("Bearer {ADMIN}"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(html.contains("eu-west") && html.contains("paris-1"));
+    assert!(
+        headers[header::CONTENT_SECURITY_POLICY]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'none'")
+    );
+
+    // A wrong token on the form: refused, the token not echoed.
+    let form = |token: &str| {
+        Request::builder()
+            .method("POST")
+            .uri("/status/login")
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(format!("token={token}")))
+            .unwrap()
+    };
+    let (status, headers, html) = send(&app, form("not-the-admin-token-at-all")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(headers.get(header::SET_COOKIE).is_none());
+    assert!(html.contains("token: not a valid") && !html.contains("not-the-admin-token-at-all"));
+
+    // The right one: a cookie for /status only, then the page with it.
+    let (status, headers, _) = send(&app, form(ADMIN)).await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(headers[header::LOCATION], "/status");
+    let set = headers[header::SET_COOKIE].to_str().unwrap().to_string();
+    for attr in ["HttpOnly", "Secure", "SameSite=Strict", "Path=/status"] {
+        assert!(set.contains(attr), "{attr} missing from {set}");
+    }
+    assert!(
+        !set.contains(ADMIN),
+        "the cookie carries the token encoded, not as typed"
+    );
+    let cookie = set.split(';').next().unwrap().to_string();
+    let with_cookie = |path: &str| {
+        get(path)
+            .header(header::COOKIE, &cookie)
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (status, _, html) = send(&app, with_cookie("/status")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains("paris-1") && !html.contains(ADMIN));
+
+    // The cookie is no credential for the API.
+    let (status, _, _) = send(&app, with_cookie("/v1/regions")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+
+    // An unknown filter: 400 naming the allowed values.
+    let (status, _, html) = send(&app, with_cookie("/status?health=sick")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(html.contains("healthy, unhealthy or unavailable"), "{html}");
+
+    // Logout clears the cookie.
+    let (status, headers, _) = send(
+        &app,
+        Request::builder()
+            .method("POST")
+            .uri("/status/logout")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert!(
+        headers[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+}

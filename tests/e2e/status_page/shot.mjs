@@ -1,0 +1,132 @@
+// Drives the control plane's status page in headless Chromium (the system's /usr/bin/chromium,
+// through playwright-core: nothing is downloaded) for tests/e2e/tests/status_page.rs.
+//
+// Input (environment): STATUS_URL (https://127.0.0.1:<port>), STATUS_TOKEN (the API token typed
+// into the login form; never printed), STATUS_OUT (folder for the screenshot and the browser
+// profile), STATUS_NAME (screenshot name), STATUS_FILTER (optional: a health whose filter link
+// is clicked), CHROMIUM (optional, default /usr/bin/chromium).
+//
+// Output: one line `STATUS_PAGE_RESULT <json>` on stdout with the table as the page shows it,
+// the filter links, the page's HTML, the session cookie's attributes (not its value), whether
+// signing out worked, and the screenshot's path.
+
+import { chromium } from "playwright-core";
+import { mkdtempSync } from "node:fs";
+import { join } from "node:path";
+
+const need = (name) => {
+  const v = process.env[name];
+  if (!v) {
+    console.error(`shot.mjs: ${name} is not set; see the comment at the top of this file`);
+    process.exit(2);
+  }
+  return v;
+};
+
+const base = need("STATUS_URL");
+const token = need("STATUS_TOKEN");
+const out = need("STATUS_OUT");
+const name = need("STATUS_NAME");
+const filter = process.env.STATUS_FILTER || "";
+const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
+
+const context = await chromium.launchPersistentContext(mkdtempSync(join(out, "profile-")), {
+  executablePath,
+  headless: true,
+  // The control plane's certificate is signed by the test's own CA.
+  ignoreHTTPSErrors: true,
+  viewport: { width: 1360, height: 560 },
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+
+try {
+  const page = context.pages()[0] ?? (await context.newPage());
+  page.setDefaultTimeout(30_000);
+
+  // Without a cookie the page sends us to its login form.
+  await page.goto(`${base}/status`);
+  const loginUrl = new URL(page.url()).pathname;
+  await page.fill("#token", token);
+  await Promise.all([page.waitForURL(`${base}/status`), page.click("#sign-in")]);
+
+  if (filter) {
+    await Promise.all([
+      page.waitForURL(`${base}/status?health=${filter}`),
+      page.click(`nav.filters a[data-filter="${filter}"]`),
+    ]);
+  }
+
+  const table = await page.evaluate(() => {
+    const text = (el) => (el ? el.textContent.trim() : null);
+    const headers = [...document.querySelectorAll("#zones thead th")].map((th) => ({
+      col: th.dataset.col,
+      text: text(th),
+    }));
+    const rows = [...document.querySelectorAll("#zones tbody tr")]
+      .filter((tr) => !tr.querySelector("td.empty"))
+      .map((tr) => {
+        const row = {};
+        for (const el of tr.querySelectorAll("[data-field]")) {
+          row[el.dataset.field] = text(el);
+        }
+        const time = tr.querySelector('[data-field="last_heartbeat"] time');
+        if (time) row.last_heartbeat_iso = time.getAttribute("datetime");
+        return row;
+      });
+    const filters = [...document.querySelectorAll("nav.filters a")].map((a) => ({
+      label: a.dataset.filter,
+      href: a.getAttribute("href"),
+      count: Number(text(a.querySelector(".count"))),
+      active: a.classList.contains("active"),
+    }));
+    return {
+      headers,
+      rows,
+      filters,
+      who: text(document.querySelector("#who")),
+      scripts: document.scripts.length,
+      empty: text(document.querySelector("#zones td.empty")),
+    };
+  });
+  const html = await page.content();
+  const pageUrl = page.url();
+
+  const screenshot = join(out, `${name}.png`);
+  await page.screenshot({ path: screenshot, fullPage: true });
+
+  const cookie = (await context.cookies(`${base}/status`)).find((c) => c.name === "harmony_status");
+  const cookieAttrs = cookie
+    ? { path: cookie.path, httpOnly: cookie.httpOnly, secure: cookie.secure, sameSite: cookie.sameSite }
+    : null;
+
+  // Signing out clears the cookie: the page sends us to the login form again.
+  await Promise.all([page.waitForURL(`${base}/status/login`), page.click("#logout")]);
+  await page.goto(`${base}/status`);
+  const afterLogout = new URL(page.url()).pathname;
+  const cookieAfterLogout = (await context.cookies(`${base}/status`)).some((c) => c.name === "harmony_status");
+
+  console.log(
+    "STATUS_PAGE_RESULT " +
+      JSON.stringify({
+        login_url: loginUrl,
+        page_url: pageUrl,
+        ...table,
+        html,
+        cookie: cookieAttrs,
+        after_logout: afterLogout,
+        cookie_after_logout: cookieAfterLogout,
+        screenshot,
+      }),
+  );
+  console.error(`status page screenshot: ${screenshot}`);
+} finally {
+  await context.close();
+}
