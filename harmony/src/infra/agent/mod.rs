@@ -7,6 +7,7 @@
 mod client;
 mod errors;
 mod stream;
+mod tenancy;
 mod topology;
 
 #[cfg(test)]
