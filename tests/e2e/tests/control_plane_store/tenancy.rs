@@ -304,3 +304,84 @@ pub(super) async fn requests_and_instances_keep_their_tenant_and_project(db: Db)
     let claimed = s.claim_queued("svc-a", "sent").await.unwrap().unwrap();
     assert_eq!(claimed.owner, owned.owner, "a state change keeps the owner");
 }
+
+// --- PostgreSQL only ------------------------------------------------------------------------
+
+/// Two replicas setting quotas of one tenant at once: the tenant's row lock makes them take
+/// turns, so they cannot both fit under the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_concurrent_quotas_on_two_replicas_never_exceed_the_cap() {
+    let db = Db::postgres();
+    let (a, b) = tokio::join!(db.open(), db.open());
+    a.create_tenant("acme", 1).await.unwrap();
+    a.set_tenant_cap("acme", "eu", &quota("4", "8Gi", 10))
+        .await
+        .unwrap();
+    for (p, ns) in [("web", "acme-web"), ("api", "acme-api")] {
+        a.create_project(&project("acme", p, ns)).await.unwrap();
+    }
+    for _ in 0..5 {
+        let asked = quota("3", "1Gi", 1);
+        let (x, y) = tokio::join!(
+            a.set_project_quota("acme", "web", "eu", &asked),
+            b.set_project_quota("acme", "api", "eu", &asked)
+        );
+        let set = [x.unwrap(), y.unwrap()]
+            .iter()
+            .filter(|o| **o == QuotaSet::Set)
+            .count();
+        assert_eq!(set, 1, "3 + 3 cpus fit under a cap of 4");
+        // Free the cap for the next round: both back to nothing asked.
+        for p in ["web", "api"] {
+            a.set_project_quota("acme", p, "eu", &quota("0", "0", 0))
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// A database written by schema version 1 (no tenancy tables or columns) is upgraded in place
+/// when a replica of this release opens it; its requests read back with no scope.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_version_1_database_gains_the_tenancy_tables_and_columns_in_place() {
+    let db = Db::postgres();
+    drop(db.open().await);
+    let Db::Postgres { url, .. } = &db else {
+        unreachable!()
+    };
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(
+            "DROP TABLE project_quotas, projects, tenant_caps, tenant_tokens, tenants;
+             ALTER TABLE requests DROP COLUMN tenant, DROP COLUMN project,
+                 DROP COLUMN project_json;
+             ALTER TABLE service_instances DROP COLUMN tenant, DROP COLUMN project;
+             UPDATE schema_version SET version = 1;
+             INSERT INTO requests (id, region, op, params, body_hash, state, created_at)
+                 VALUES ('old', 'eu', 'get_inventory', '{}', decode(repeat('00', 32), 'hex'),
+                     'queued', 1);",
+        )
+        .await
+        .unwrap();
+    let s = db.open().await;
+    let version: i64 = client
+        .query_one("SELECT version FROM schema_version", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(version, 2);
+    assert!(s.create_tenant("acme", 1).await.unwrap());
+    let scope = RequestScope {
+        tenant: "acme".into(),
+        project: "web".into(),
+        project_json: "{}".into(),
+    };
+    let new = NewRequest::new("new", "eu", "get_objects", "{}", 2).scoped(scope.clone());
+    assert_eq!(s.submit_request(&new).await.unwrap(), Submitted::Created);
+    assert_eq!(s.request("new").await.unwrap().unwrap().scope, Some(scope));
+    let unanswered = s.unanswered("eu").await.unwrap();
+    assert_eq!(unanswered.len(), 2);
+}
