@@ -1,24 +1,42 @@
 //! The control plane's HTTP API: every request and response body, defined once for the server
 //! (`harmony_control_plane`) and its clients (`ControlPlaneClient`, the operator, tests).
 //!
-//! Routes (all JSON, `Authorization: Bearer <admin token>` except `/healthz` and `/v1/agent`):
+//! Routes (all JSON, `Authorization: Bearer <token>` except `/healthz` and `/v1/agent`). The
+//! admin token reaches every route; a tenant token (`htt_...`, see [`tenancy`]) only the routes
+//! marked `T`, and there only its own tenant's projects, requests and services (another
+//! tenant's are 404) and no admin fields; `/v1/admin/...` answers it 403.
 //!
 //! ```text
+//! POST   /v1/admin/tenants                        CreateTenant       -> 201 Tenant
+//! GET    /v1/admin/tenants                                           -> 200 TenantList
+//! POST   /v1/admin/tenants/{tenant}/tokens        CreateTenantToken  -> 201 TenantToken
+//! DELETE /v1/admin/tenants/{tenant}/tokens/{id}                      -> 200 TokenRevoked
+//! PUT    /v1/admin/tenants/{tenant}/caps/{region} ProjectQuota       -> 200 TenantCaps
+//! POST   /v1/admin/tenants/{tenant}/projects      CreateProject      -> 201 Project
+//! PUT    /v1/admin/tenants/{tenant}/projects/{project}/quotas/{region}
+//!                                                 ProjectQuota       -> 200 Project
+//! GET    /v1/projects                                                -> 200 ProjectList    T
 //! POST   /v1/admin/regions                        CreateRegion       -> 201 BootstrapToken
 //! POST   /v1/admin/regions/{region}/bootstrap-token                  -> 201 BootstrapToken
 //! DELETE /v1/admin/regions/{region}                                  -> 200 Decommissioned
-//! GET    /v1/regions                                                 -> 200 RegionList
-//! GET    /v1/regions/{region}                                        -> 200 RegionView
-//! POST   /v1/regions/{region}/requests            SubmitRequest      -> 200 Res
+//! GET    /v1/regions                                                 -> 200 RegionList     T
+//! GET    /v1/regions/{region}                                        -> 200 RegionView     T
+//! POST   /v1/regions/{region}/requests            SubmitRequest      -> 200 Res            T
 //!        ...?stream=ndjson (or Accept: application/x-ndjson)         -> 200 RequestEvent lines
-//! GET    /v1/requests/{id}                                           -> 200 RequestStatus
-//! POST   /v1/services                             CreateService      -> 201/202 ServiceInstance
-//! GET    /v1/services                                                -> 200 ServiceList
-//! GET    /v1/services/{id}                                           -> 200 ServiceInstance
-//! DELETE /v1/services/{id}                                           -> 200/202 ServiceInstance
+//! GET    /v1/requests/{id}                                           -> 200 RequestStatus  T
+//! POST   /v1/services                             CreateService      -> 201/202 ServiceInstance T
+//! GET    /v1/services                                                -> 200 ServiceList    T
+//! GET    /v1/services/{id}                                           -> 200 ServiceInstance T
+//! DELETE /v1/services/{id}                                           -> 200/202 ServiceInstance T
 //! ```
 //!
+//! A tenant's `GET /v1/regions` answer is a [`TenantRegionList`]: region, zones and health only.
+//!
 //! Every error is an [`ApiError`] body with a status code that says what kind of error it is.
+
+pub mod tenancy;
+
+pub use tenancy::*;
 
 use harmony_agent_protocol::{RawJson, Res, SecretString, ServiceOffer};
 use serde::{Deserialize, Serialize};
@@ -199,6 +217,24 @@ impl RegionView {
     pub fn is_healthy(&self) -> bool {
         self.health == Health::Healthy
     }
+
+    /// What a tenant may see of this region: name, zones and health.
+    pub fn for_tenant(&self) -> TenantRegionView {
+        TenantRegionView {
+            region: self.region.clone(),
+            zone: self.zone.clone(),
+            // One health per region until zones report their own.
+            zones: self
+                .zones
+                .iter()
+                .map(|z| TenantZoneView {
+                    zone: z.clone(),
+                    health: self.health,
+                })
+                .collect(),
+            health: self.health,
+        }
+    }
 }
 
 /// `GET /v1/regions`.
@@ -225,6 +261,13 @@ pub struct SubmitRequest {
     /// How long to wait for the answer, in seconds (capped by the server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<f64>,
+    /// The project the request runs for (required with a tenant token): the agent runs it in
+    /// the project's namespace, under its quota in this region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The project's tenant, for the admin acting for a tenant (a tenant token implies its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 /// Where a durable request stands.
@@ -366,6 +409,13 @@ pub struct CreateService {
     /// The instance id (a DNS-1123 label); the control plane chooses when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The project owning it (required with a tenant token; with the admin token, the project
+    /// of the tenant named in `tenant`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The project's tenant, for the admin acting for a tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 /// A service instance as the control plane reports it.

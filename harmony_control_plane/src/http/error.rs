@@ -9,6 +9,8 @@ use harmony_api::ApiError;
 use crate::services::instances::InstanceError;
 use crate::services::regions::RegionError;
 use crate::services::requests::RequestError;
+use crate::services::scope::ScopeError;
+use crate::services::tenancy::TenancyError;
 use crate::store::StoreError;
 
 /// An error answer: a status and its body.
@@ -87,7 +89,45 @@ impl From<RequestError> for Failure {
             RequestError::Timeout { .. } => {
                 Failure::new(StatusCode::GATEWAY_TIMEOUT, message).code(code::TIMEOUT)
             }
+            RequestError::Scope(e) => Failure::from(e),
+            RequestError::IdTaken(_) => {
+                Failure::new(StatusCode::CONFLICT, message).code(code::DUPLICATE_ID)
+            }
             RequestError::Store(_) | RequestError::Internal(_) => internal(message),
+        }
+    }
+}
+
+impl From<ScopeError> for Failure {
+    fn from(e: ScopeError) -> Self {
+        let message = e.to_string();
+        match e {
+            ScopeError::Invalid { .. } => Failure::new(StatusCode::BAD_REQUEST, message),
+            ScopeError::Forbidden(_) => {
+                Failure::new(StatusCode::FORBIDDEN, message).code(code::FORBIDDEN)
+            }
+            ScopeError::UnknownProject { .. } => {
+                Failure::new(StatusCode::NOT_FOUND, message).code(code::NOT_FOUND)
+            }
+            ScopeError::NoQuota { .. } => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, message),
+            ScopeError::Store(_) => internal(message),
+        }
+    }
+}
+
+impl From<TenancyError> for Failure {
+    fn from(e: TenancyError) -> Self {
+        let message = e.to_string();
+        match e {
+            TenancyError::Invalid { .. } => Failure::new(StatusCode::BAD_REQUEST, message),
+            TenancyError::UnknownTenant(_)
+            | TenancyError::UnknownProject { .. }
+            | TenancyError::UnknownToken { .. } => Failure::new(StatusCode::NOT_FOUND, message),
+            TenancyError::Exists(_) => Failure::new(StatusCode::CONFLICT, message),
+            TenancyError::OverCap { .. } => {
+                Failure::new(StatusCode::UNPROCESSABLE_ENTITY, message).code(code::QUOTA_EXCEEDED)
+            }
+            TenancyError::Store(_) | TenancyError::Internal(_) => internal(message),
         }
     }
 }
@@ -179,6 +219,47 @@ mod tests {
             })
             .0,
             StatusCode::GONE
+        );
+    }
+
+    #[test]
+    fn tenancy_refusals_map_onto_403_404_409_and_422() {
+        use crate::store::CapExceeded;
+        let f = Failure::from(TenancyError::OverCap {
+            tenant: "acme".into(),
+            region: "eu".into(),
+            over: Box::new(CapExceeded {
+                resource: "cpu".into(),
+                cap: "4".into(),
+                others: "3".into(),
+                asked: "2".into(),
+            }),
+        });
+        assert_eq!(f.0, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(f.1.code.as_deref(), Some(code::QUOTA_EXCEEDED));
+        assert!(
+            f.1.error.contains("cap is 4") && f.1.error.contains("take 3"),
+            "{}",
+            f.1.error
+        );
+        let f = Failure::from(RequestError::Scope(ScopeError::Forbidden("op: no".into())));
+        assert_eq!(
+            (f.0, f.1.code.as_deref()),
+            (StatusCode::FORBIDDEN, Some(code::FORBIDDEN))
+        );
+        let f = Failure::from(ScopeError::NoQuota {
+            tenant: "acme".into(),
+            project: "web".into(),
+            region: "eu".into(),
+        });
+        assert_eq!(f.0, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            Failure::from(TenancyError::Exists("tenant: taken".into())).0,
+            StatusCode::CONFLICT
+        );
+        assert_eq!(
+            Failure::from(RequestError::IdTaken("r".into())).0,
+            StatusCode::CONFLICT
         );
     }
 }

@@ -6,9 +6,10 @@ use axum::http::StatusCode;
 use harmony_api::{CreateService, ServiceInstance, ServiceList};
 use serde_json::{Map, Value};
 
-use super::{AppState, Body, Failure};
-use crate::services::instances::{self, Deleted, NewInstance};
-use crate::store::ServiceRecord;
+use super::{AppState, Body, Caller, Failure};
+use crate::services::instances::{self, Deleted, InstanceError, NewInstance};
+use crate::services::tenancy::TenancyError;
+use crate::store::{Owner, ServiceRecord};
 
 /// The API view of a stored instance.
 pub fn instance(r: ServiceRecord) -> ServiceInstance {
@@ -42,11 +43,63 @@ fn ended(id: &str, state: &str, detail: Option<String>) -> ServiceInstance {
     }
 }
 
+/// The owner a create names: a tenant token must name one of its projects; the admin may name
+/// a tenant and project, or neither.
+async fn owner(
+    s: &AppState,
+    caller: &Caller,
+    body: &CreateService,
+) -> Result<Option<Owner>, Failure> {
+    let tenant = match (caller.tenant(), body.tenant.as_deref()) {
+        (Some(mine), Some(named)) if mine != named => {
+            return Err(Failure::new(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "tenant: your token is for tenant \"{mine}\", not \"{named}\"; omit tenant"
+                ),
+            )
+            .code(harmony_agent_protocol::code::FORBIDDEN));
+        }
+        (Some(mine), _) => mine,
+        (None, Some(named)) => named,
+        (None, None) if body.project.is_none() => return Ok(None),
+        (None, None) => {
+            return Err(InstanceError::Invalid {
+                field: "tenant",
+                reason: "the admin token names the project's tenant too; add tenant".into(),
+            }
+            .into());
+        }
+    };
+    let Some(project) = body.project.as_deref() else {
+        return Err(InstanceError::Invalid {
+            field: "project",
+            reason: format!(
+                "a service instance of tenant \"{tenant}\" belongs to one of its projects; add project (GET /v1/projects lists them)"
+            ),
+        }
+        .into());
+    };
+    if s.cp.store.project(tenant, project).await?.is_none() {
+        return Err(TenancyError::UnknownProject {
+            tenant: tenant.to_string(),
+            project: project.to_string(),
+        }
+        .into());
+    }
+    Ok(Some(Owner {
+        tenant: tenant.to_string(),
+        project: project.to_string(),
+    }))
+}
+
 /// `POST /v1/services`: 201 once its provider answered, 202 while pending or queued.
 pub async fn create(
     State(s): State<AppState>,
+    caller: Caller,
     Body(body): Body<CreateService>,
 ) -> Result<(StatusCode, Json<ServiceInstance>), Failure> {
+    let owner = owner(&s, &caller, &body).await?;
     let created = instances::create(
         &s.cp,
         NewInstance {
@@ -54,6 +107,7 @@ pub async fn create(
             spec: body.spec,
             region: body.region,
             id: body.id,
+            owner,
         },
     )
     .await?;
@@ -72,30 +126,38 @@ pub async fn create(
     })
 }
 
-/// `GET /v1/services`.
-pub async fn list(State(s): State<AppState>) -> Result<Json<ServiceList>, Failure> {
-    let services = instances::list(&s.cp).await?;
+/// `GET /v1/services`: a tenant's own only.
+pub async fn list(State(s): State<AppState>, caller: Caller) -> Result<Json<ServiceList>, Failure> {
+    let services = instances::list(&s.cp, caller.tenant()).await?;
     Ok(Json(ServiceList {
         services: services.into_iter().map(instance).collect(),
     }))
 }
 
-/// `GET /v1/services/{id}`.
+/// `GET /v1/services/{id}`: another tenant's is 404.
 pub async fn one(
     State(s): State<AppState>,
     Path(id): Path<String>,
+    caller: Caller,
 ) -> Result<Json<ServiceInstance>, Failure> {
-    Ok(Json(instance(instances::one(&s.cp, &id).await?)))
+    Ok(Json(instance(
+        instances::one(&s.cp, &id, caller.tenant()).await?,
+    )))
 }
 
-/// `DELETE /v1/services/{id}`: 200 `cancelled` or `deleted`, 202 while the provider deletes.
+/// `DELETE /v1/services/{id}`: 200 `cancelled` or `deleted`, 202 while the provider deletes;
+/// another tenant's is 404.
 pub async fn delete(
     State(s): State<AppState>,
     Path(id): Path<String>,
+    caller: Caller,
 ) -> Result<(StatusCode, Json<ServiceInstance>), Failure> {
+    if !caller.is_admin() {
+        instances::one(&s.cp, &id, caller.tenant()).await?;
+    }
     Ok(match instances::delete(&s.cp, &id).await? {
         Deleted::Cancelled => (StatusCode::OK, Json(ended(&id, "cancelled", None))),
         Deleted::Gone(detail) => (StatusCode::OK, Json(ended(&id, "deleted", detail))),
-        Deleted::Deleting(r) => (StatusCode::ACCEPTED, Json(instance(r))),
+        Deleted::Deleting(r) => (StatusCode::ACCEPTED, Json(instance(*r))),
     })
 }

@@ -10,6 +10,7 @@ pub mod listener;
 pub mod regions;
 pub mod requests;
 pub mod status;
+pub mod tenancy;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -18,14 +19,14 @@ use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use harmony_agent_protocol::{AGENT_PATH, MAX_FRAME_BYTES, SecretString, code};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
-use crate::http::caller::Caller;
 use crate::services::ControlPlane;
 use crate::tokens;
+pub use caller::Caller;
 pub use error::Failure;
 
 /// Largest request body: above the largest frame an agent accepts by default, so a request
@@ -43,11 +44,38 @@ pub struct AppState {
     pub ws_buffer_bytes: usize,
 }
 
-/// The whole API: `/healthz` and `/v1/agent` open, everything else behind the admin token.
+/// The whole API: `/healthz` and `/v1/agent` open, everything else behind a token: the admin
+/// token everywhere, a tenant token on the tenant-visible routes (each handler checks its
+/// [`Caller`]).
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(AGENT_PATH, get(agent::upgrade))
+        .route(
+            "/v1/admin/tenants",
+            post(tenancy::create_tenant).get(tenancy::list_tenants),
+        )
+        .route(
+            "/v1/admin/tenants/{tenant}/tokens",
+            post(tenancy::create_token),
+        )
+        .route(
+            "/v1/admin/tenants/{tenant}/tokens/{id}",
+            delete(tenancy::revoke_token),
+        )
+        .route(
+            "/v1/admin/tenants/{tenant}/caps/{region}",
+            put(tenancy::set_cap),
+        )
+        .route(
+            "/v1/admin/tenants/{tenant}/projects",
+            post(tenancy::create_project),
+        )
+        .route(
+            "/v1/admin/tenants/{tenant}/projects/{project}/quotas/{region}",
+            put(tenancy::set_quota),
+        )
+        .route("/v1/projects", get(tenancy::list_projects))
         .route("/v1/admin/regions", post(regions::create))
         .route(
             "/v1/admin/regions/{region}/bootstrap-token",
@@ -67,7 +95,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn_with_state(state.clone(), require_admin))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::from_fn(log_request))
         .with_state(state)
 }
@@ -97,16 +125,21 @@ pub fn bearer(headers: &HeaderMap) -> Option<SecretString> {
         .map(|s| SecretString::new(s.trim()))
 }
 
-/// Everything but the open paths needs the admin token (unknown paths too: nothing is told to
-/// a caller without it). The status page also takes its session cookie, and sends a caller
-/// without a credential to its login form.
-async fn require_admin(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+/// Everything but the open paths needs a token (unknown paths too: nothing is told to a caller
+/// without one). The admin token makes the caller [`Caller::Admin`], a valid tenant token
+/// [`Caller::Tenant`]; handlers read it from the request's extensions. Tokens are compared as
+/// SHA-256 in constant time and never logged. The status page also takes its session cookie, and
+/// sends a caller without a credential to its login form.
+async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path();
     if path == "/healthz" || path == AGENT_PATH || status::is_open(path) {
         return next.run(req).await;
     }
     let caller = match status::credential(path, req.headers()) {
-        Some(token) => caller_for(&state, &token).await,
+        Some(token) => match caller_for(&state, &token).await {
+            Ok(caller) => caller,
+            Err(e) => return e.into_response(),
+        },
         None => None,
     };
     let Some(caller) = caller else {
@@ -115,17 +148,32 @@ async fn require_admin(State(state): State<AppState>, mut req: Request, next: Ne
         }
         return Failure::new(
             StatusCode::UNAUTHORIZED,
-            "missing or wrong admin token; send `Authorization: Bearer <admin token>` (the control plane's --admin-token-file)",
+            "missing or wrong token; send `Authorization: Bearer <token>`: the admin token (the control plane's --admin-token-file) or a tenant token (POST /v1/admin/tenants/{tenant}/tokens)",
         )
         .into_response();
     };
+    // The admin's routes answer tenants 403 whatever follows in the path.
+    if !caller.is_admin() && path.starts_with("/v1/admin/") {
+        return Failure::new(
+            StatusCode::FORBIDDEN,
+            "this route needs the admin token; a tenant token reaches /v1/projects, /v1/regions, /v1/requests and /v1/services",
+        )
+        .code(code::FORBIDDEN)
+        .into_response();
+    }
     req.extensions_mut().insert(caller);
     next.run(req).await
 }
 
-/// The scope `token` proves, if any.
-pub async fn caller_for(state: &AppState, token: &SecretString) -> Option<Caller> {
-    tokens::same(&tokens::hash(token.expose()), &state.admin_hash).then_some(Caller::Admin)
+/// The scope `token` proves, if any: the admin token, or a valid tenant token.
+pub async fn caller_for(state: &AppState, token: &SecretString) -> Result<Option<Caller>, Failure> {
+    if tokens::same(&tokens::hash(token.expose()), &state.admin_hash) {
+        return Ok(Some(Caller::Admin));
+    }
+    crate::services::tenancy::authenticate(&state.cp, token.expose())
+        .await
+        .map(|tenant| tenant.map(|tenant| Caller::Tenant { tenant }))
+        .map_err(Failure::from)
 }
 
 /// A JSON request body; a body that does not parse is a 400 naming the field, one over

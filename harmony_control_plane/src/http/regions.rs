@@ -3,9 +3,10 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use harmony_api::{BootstrapToken, CreateRegion, Decommissioned, RegionList, RegionView};
+use axum::response::{IntoResponse, Response};
+use harmony_api::{BootstrapToken, CreateRegion, Decommissioned, RegionList, TenantRegionList};
 
-use super::{AppState, Body, Failure};
+use super::{AppState, Body, Caller, Failure};
 use crate::services::identities;
 use crate::services::regions::{self, Minted, RegionError};
 
@@ -53,17 +54,29 @@ pub async fn decommission(
     }))
 }
 
-/// `GET /v1/regions`.
-pub async fn list(State(s): State<AppState>) -> Result<Json<RegionList>, Failure> {
-    Ok(Json(RegionList {
-        regions: regions::list(&s.cp).await?,
-    }))
+/// `GET /v1/regions`: a tenant gets region, zones and health only ([`TenantRegionList`]).
+pub async fn list(State(s): State<AppState>, caller: Caller) -> Result<Response, Failure> {
+    let regions = regions::list(&s.cp).await?;
+    Ok(if caller.is_admin() {
+        Json(RegionList { regions }).into_response()
+    } else {
+        Json(TenantRegionList {
+            regions: regions.iter().map(|r| r.for_tenant()).collect(),
+        })
+        .into_response()
+    })
 }
 
-/// `GET /v1/regions/{region}`.
+/// `GET /v1/regions/{region}`: a tenant gets region, zones and health only.
 pub async fn one(
     State(s): State<AppState>,
     Path(region): Path<String>,
-) -> Result<Json<RegionView>, Failure> {
-    Ok(Json(regions::view(&s.cp, &region).await?))
+    caller: Caller,
+) -> Result<Response, Failure> {
+    let view = regions::view(&s.cp, &region).await?;
+    Ok(if caller.is_admin() {
+        Json(view).into_response()
+    } else {
+        Json(view.for_tenant()).into_response()
+    })
 }

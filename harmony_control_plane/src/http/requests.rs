@@ -11,8 +11,10 @@ use harmony_api::{NDJSON, RequestEvent, RequestStatus, SubmitRequest};
 use serde::Deserialize;
 use std::convert::Infallible;
 
-use super::{AppState, Body, Failure};
-use crate::services::requests::{self, Submission, Update};
+use super::{AppState, Body, Caller, Failure};
+use crate::services::regions::RegionError;
+use crate::services::requests::{self, RequestError, Submission, Update};
+use crate::services::scope::{self, Asked};
 
 /// The query of a request submission.
 #[derive(Debug, Default, Deserialize)]
@@ -53,19 +55,37 @@ fn event_of(id: &str, update: Update) -> (RequestEvent, bool) {
 
 /// Submits a request and answers its `res` (200), or streams it. Refusals at submit are
 /// answered with their status before anything is streamed: 400, 404, 409 `duplicate_id`,
-/// 410, 413 `too_large`; no answer in time is 504 (or an `error` line).
+/// 410, 413 `too_large`; no answer in time is 504 (or an `error` line). A request for a
+/// project (required with a tenant token) is checked first: 400 no project, 403 an op or
+/// object the token may not touch, 404 no such project, 422 no quota in the region.
 pub async fn submit(
     State(s): State<AppState>,
     Path(region): Path<String>,
     Query(query): Query<SubmitQuery>,
     headers: HeaderMap,
+    caller: Caller,
     Body(body): Body<SubmitRequest>,
 ) -> Result<Response, Failure> {
     let wait = requests::wait_for(body.timeout_s, s.cp.settings.max_request_wait);
+    // An unknown region is a 404 before anything about projects is said.
+    match crate::services::regions::existing(&s.cp, &region).await {
+        Ok(_) => {}
+        Err(RegionError::Unknown(r)) => return Err(RequestError::UnknownRegion(r).into()),
+        Err(e) => return Err(e.into()),
+    }
+    let asked = Asked {
+        caller: caller.tenant(),
+        tenant: body.tenant.as_deref(),
+        project: body.project.as_deref(),
+    };
+    let scope = scope::request_scope(&s.cp, asked, &region, &body.op, &body.params)
+        .await
+        .map_err(RequestError::from)?;
     let sub = Submission {
         id: body.id,
         op: body.op,
         params: body.params,
+        scope,
     };
     if !wants_stream(&query, &headers) {
         let res = requests::call(&s.cp, &region, sub, wait).await?;
@@ -89,18 +109,19 @@ pub async fn submit(
     Ok(response)
 }
 
-/// `GET /v1/requests/{id}`: the request as stored, from any replica.
+/// `GET /v1/requests/{id}`: the request as stored, from any replica (for a tenant, only its
+/// own: another tenant's is 404).
 pub async fn status(
     State(s): State<AppState>,
     Path(id): Path<String>,
+    caller: Caller,
 ) -> Result<Json<RequestStatus>, Failure> {
-    Ok(Json(requests::status(&s.cp, &id).await?))
+    Ok(Json(requests::status(&s.cp, &id, caller.tenant()).await?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::services::requests::RequestError;
     use harmony_agent_protocol::{RawJson, Res};
 
     #[test]

@@ -6,11 +6,10 @@
 //! Delivery is at-least-once: a request stays unanswered until its `res` is stored and is sent
 //! again on every new connection of its region; the agent dedupes by id.
 
-use harmony_agent_protocol::{ErrorBody, Frame, Req, Res, code};
+use harmony_agent_protocol::{ErrorBody, Frame, Req, Res, code, encoded_len};
 use std::collections::HashSet;
 
 use super::ControlPlane;
-use super::requests::frame_size;
 use crate::store::{Event, RequestRecord, StoreError, now_ms};
 
 /// What one connection has delivered so far.
@@ -70,7 +69,27 @@ impl Delivery {
                     format!("request {}: its stored params are not JSON: {e}", r.id),
                 )
             })?;
-        let size = frame_size(&r.id, &r.op, &params);
+        // The scope snapshotted at submit: every delivery carries the same one.
+        let project = match &r.scope {
+            None => None,
+            Some(s) => Some(serde_json::from_str(&s.project_json).map_err(|e| {
+                ErrorBody::new(
+                    code::INTERNAL,
+                    format!(
+                        "request {}: its stored project scope is not valid: {e}",
+                        r.id
+                    ),
+                )
+            })?),
+        };
+        let frame = Frame::Req(Req {
+            id: r.id.clone(),
+            op: r.op.clone(),
+            params,
+            project,
+        });
+        // The whole frame, project scope included.
+        let size = encoded_len(&frame) as u64;
         if size > self.limit {
             return Err(ErrorBody::new(
                 code::TOO_LARGE,
@@ -80,12 +99,7 @@ impl Delivery {
                 ),
             ));
         }
-        Ok(Frame::Req(Req {
-            id: r.id.clone(),
-            op: r.op.clone(),
-            params,
-            project: None,
-        }))
+        Ok(frame)
     }
 
     /// Notes that `id` was answered on this connection.

@@ -78,6 +78,8 @@ pub struct NewInstance {
     pub region: Option<String>,
     /// The id; `svc-` and 10 random hex digits when `None`.
     pub id: Option<String>,
+    /// The tenant and project owning it (checked by the caller).
+    pub owner: Option<crate::store::Owner>,
 }
 
 /// A create's result: the record, and whether its provider already answered.
@@ -99,7 +101,7 @@ pub enum Deleted {
     /// The record is gone; `detail` says why when it was forgotten rather than deleted.
     Gone(Option<String>),
     /// The provider is still deleting it.
-    Deleting(ServiceRecord),
+    Deleting(Box<ServiceRecord>),
 }
 
 /// What placement needs to know of every region now.
@@ -169,6 +171,7 @@ fn checked(new: NewInstance) -> Result<(String, Value), InstanceError> {
 pub async fn create(cp: &ControlPlane, new: NewInstance) -> Result<Created, InstanceError> {
     let t = new.service_type.clone();
     let named = new.region.clone();
+    let owner = new.owner.clone();
     let (id, spec) = checked(new)?;
     if let Some(existing) = cp.store.service(&id).await? {
         return Err(exists(&existing));
@@ -187,6 +190,7 @@ pub async fn create(cp: &ControlPlane, new: NewInstance) -> Result<Created, Inst
         created_at: now,
         updated_at: now,
         attempts,
+        owner: owner.clone(),
     };
     match placement::place(&t, named.as_deref(), &offers) {
         Placement::Dispatch(region) => {
@@ -257,16 +261,31 @@ async fn insert(cp: &ControlPlane, rec: &ServiceRecord) -> Result<(), InstanceEr
     }
 }
 
-/// Every instance, oldest first.
-pub async fn list(cp: &ControlPlane) -> Result<Vec<ServiceRecord>, InstanceError> {
-    Ok(cp.store.services().await?)
+/// Whether `viewer` (a tenant; `None`: the admin) may see `rec`.
+pub fn visible(rec: &ServiceRecord, viewer: Option<&str>) -> bool {
+    viewer.is_none() || rec.owner.as_ref().map(|o| o.tenant.as_str()) == viewer
 }
 
-/// One instance.
-pub async fn one(cp: &ControlPlane, id: &str) -> Result<ServiceRecord, InstanceError> {
+/// Every instance `viewer` may see, oldest first.
+pub async fn list(
+    cp: &ControlPlane,
+    viewer: Option<&str>,
+) -> Result<Vec<ServiceRecord>, InstanceError> {
+    let mut all = cp.store.services().await?;
+    all.retain(|r| visible(r, viewer));
+    Ok(all)
+}
+
+/// One instance, if `viewer` may see it (another tenant's does not exist for it).
+pub async fn one(
+    cp: &ControlPlane,
+    id: &str,
+    viewer: Option<&str>,
+) -> Result<ServiceRecord, InstanceError> {
     cp.store
         .service(id)
         .await?
+        .filter(|r| visible(r, viewer))
         .ok_or_else(|| InstanceError::NotFound(id.to_string()))
 }
 
@@ -332,7 +351,7 @@ pub async fn delete(cp: &ControlPlane, id: &str) -> Result<Deleted, InstanceErro
                     }
                     return Ok(match cp.store.service(id).await? {
                         None => Deleted::Gone(None),
-                        Some(rec) => Deleted::Deleting(rec),
+                        Some(rec) => Deleted::Deleting(Box::new(rec)),
                     });
                 }
             }

@@ -12,8 +12,10 @@ pub mod instances;
 pub mod placement;
 pub mod regions;
 pub mod requests;
+pub mod scope;
 pub mod sessions;
 pub mod settle;
+pub mod tenancy;
 
 mod background;
 
@@ -80,5 +82,7 @@ pub(crate) fn random_hex(bytes: usize) -> Result<String, getrandom::Error> {
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
+#[cfg(test)]
+mod tenancy_tests;
 #[cfg(test)]
 mod tests;

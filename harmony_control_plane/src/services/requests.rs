@@ -101,6 +101,12 @@ pub enum RequestError {
         "no request {0}; finished requests are kept for the control plane's --request-retention-s"
     )]
     NotFound(String),
+    /// The request may not run as asked (tenant, project, op or objects).
+    #[error(transparent)]
+    Scope(#[from] super::scope::ScopeError),
+    /// The id belongs to a request of another tenant (nothing more is told).
+    #[error("id: {0} is taken; choose a new id")]
+    IdTaken(String),
     /// The state database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -118,6 +124,8 @@ pub struct Submission {
     pub op: String,
     /// The params, byte for byte.
     pub params: RawJson,
+    /// The project it runs for, checked (see [`super::scope::request_scope`]).
+    pub scope: Option<crate::store::RequestScope>,
 }
 
 /// A persisted request.
@@ -209,7 +217,12 @@ pub async fn submit(
         .session(region)
         .await?
         .map_or(MAX_FRAME_BYTES as u64, |s| s.max_frame_bytes);
-    let size = frame_size(&id, &sub.op, &sub.params);
+    // The project scope travels on the frame too (`,"project":` and its JSON).
+    let size = frame_size(&id, &sub.op, &sub.params)
+        + sub
+            .scope
+            .as_ref()
+            .map_or(0, |s| s.project_json.len() as u64 + 11);
     if size > limit {
         return Err(RequestError::TooLarge {
             id,
@@ -218,7 +231,8 @@ pub async fn submit(
             limit,
         });
     }
-    let new = NewRequest::new(&id, region, &sub.op, sub.params.get(), now_ms());
+    let mut new = NewRequest::new(&id, region, &sub.op, sub.params.get(), now_ms());
+    new.scope = sub.scope;
     match cp.store.submit_request(&new).await? {
         Submitted::Created => {
             log::debug!("request {id} for region {region}: op {} queued", sub.op);
@@ -242,6 +256,11 @@ pub async fn submit(
                 region: r.region,
                 created: false,
             })
+        }
+        Submitted::Mismatch(r)
+            if tenant_of(&r) != new.scope.as_ref().map(|s| s.tenant.as_str()) =>
+        {
+            Err(RequestError::IdTaken(id))
         }
         Submitted::Mismatch(r) => Err(RequestError::DuplicateId {
             id,
@@ -381,12 +400,23 @@ fn parse_res(r: &RequestRecord) -> Result<Option<Res>, RequestError> {
         .map_err(|e| RequestError::Internal(format!("the stored result of request {}: {e}", r.id)))
 }
 
-/// A request as stored, for `GET /v1/requests/{id}`.
-pub async fn status(cp: &ControlPlane, id: &str) -> Result<RequestStatus, RequestError> {
+/// The tenant a stored request runs for.
+fn tenant_of(r: &RequestRecord) -> Option<&str> {
+    r.scope.as_ref().map(|s| s.tenant.as_str())
+}
+
+/// A request as stored, for `GET /v1/requests/{id}`; for a tenant (`viewer`), only its own
+/// requests exist.
+pub async fn status(
+    cp: &ControlPlane,
+    id: &str,
+    viewer: Option<&str>,
+) -> Result<RequestStatus, RequestError> {
     let r = cp
         .store
         .request(id)
         .await?
+        .filter(|r| viewer.is_none() || tenant_of(r) == viewer)
         .ok_or_else(|| RequestError::NotFound(id.to_string()))?;
     let res = parse_res(&r)?;
     Ok(RequestStatus {
@@ -474,6 +504,7 @@ mod tests {
             sent_at: None,
             completed_at: None,
             deliveries: 1,
+            scope: None,
         }
     }
 

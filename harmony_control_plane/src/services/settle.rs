@@ -93,6 +93,7 @@ pub async fn send(
         id: Some(request_id(rec, verb)),
         op: verb.op().as_str().to_string(),
         params,
+        scope: None,
     };
     requests::submit(cp, &rec.region, sub).await
 }
@@ -343,6 +344,7 @@ mod tests {
             created_at: 1,
             updated_at: 1,
             attempts,
+            owner: None,
         }
     }
 

@@ -35,7 +35,7 @@ fn settings() -> Settings {
     }
 }
 
-async fn control_plane(dir: &std::path::Path) -> Arc<ControlPlane> {
+pub(super) async fn control_plane(dir: &std::path::Path) -> Arc<ControlPlane> {
     let store = Arc::new(SqliteStore::open(&dir.join("cp.sqlite")).unwrap());
     let cp = ControlPlane::new(store, settings());
     start(cp.clone()).await.unwrap();
@@ -56,7 +56,7 @@ fn hello(region: &str, max_frame_bytes: u64) -> Hello {
 /// A connected stand-in agent of `region`: reports its cluster reachable, advertises
 /// `services`, answers each delivered request with `answer` (none: never answers) and reports
 /// close commands on the returned channel.
-async fn agent(
+pub(super) async fn agent(
     cp: &Arc<ControlPlane>,
     region: &str,
     max_frame_bytes: u64,
@@ -113,10 +113,11 @@ fn sub(id: &str, params: &str) -> Submission {
         id: Some(id.into()),
         op: "get_inventory".into(),
         params: RawJson::from_string(params.into()).unwrap(),
+        scope: None,
     }
 }
 
-async fn region(cp: &ControlPlane, name: &str) -> SecretString {
+pub(super) async fn region(cp: &ControlPlane, name: &str) -> SecretString {
     regions::create(cp, name, "z", None).await.unwrap().token
 }
 
@@ -144,7 +145,7 @@ async fn a_request_is_stored_before_delivery_answered_once_and_joined_by_its_id(
         .await
         .unwrap();
     assert_eq!(again, res);
-    let status = requests::status(&cp, "r1").await.unwrap();
+    let status = requests::status(&cp, "r1", None).await.unwrap();
     assert_eq!(status.deliveries, 1);
     assert_eq!(status.state, harmony_api::RequestState::Done);
     // The same id with other params (even the same value spelled differently): refused.
@@ -209,7 +210,7 @@ async fn a_request_over_the_agents_frame_limit_is_refused_and_never_queued() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        requests::status(&cp, "big").await,
+        requests::status(&cp, "big", None).await,
         Err(RequestError::NotFound(_))
     ));
     // The region carries on.
@@ -229,7 +230,7 @@ async fn revocation_drops_unanswered_requests_and_closes_the_agent_at_once() {
             requests::call(&cp, "eu", sub("r1", "{}"), Duration::from_secs(10)).await
         })
     };
-    while requests::status(&cp, "r1")
+    while requests::status(&cp, "r1", None)
         .await
         .map_or(true, |s| s.deliveries == 0)
     {
@@ -300,7 +301,7 @@ async fn a_lost_welcome_is_repaired_until_the_identity_is_used_and_renewal_overl
     ));
 }
 
-fn provider(req: &Req) -> Res {
+pub(super) fn provider(req: &Req) -> Res {
     let instance_id = req.params.parse::<serde_json::Value>().unwrap()["instance_id"]
         .as_str()
         .unwrap()
@@ -323,7 +324,7 @@ fn provider(req: &Req) -> Res {
     )
 }
 
-fn offers(health: ProviderHealth) -> Services {
+pub(super) fn offers(health: ProviderHealth) -> Services {
     Services {
         offers: vec![ServiceOffer {
             service_type: "queue".into(),
@@ -335,12 +336,13 @@ fn offers(health: ProviderHealth) -> Services {
     }
 }
 
-fn new_queue(id: &str) -> NewInstance {
+pub(super) fn new_queue(id: &str) -> NewInstance {
     NewInstance {
         service_type: "queue".into(),
         spec: Some(json!({"size": 1})),
         region: None,
         id: Some(id.into()),
+        owner: None,
     }
 }
 
@@ -364,7 +366,7 @@ async fn instances_are_created_and_deleted_through_durable_requests() {
         (rec.state, rec.provider.as_deref()),
         (InstanceState::Provisioning, Some("q"))
     );
-    let status = requests::status(&cp, "i1.create.1").await.unwrap();
+    let status = requests::status(&cp, "i1.create.1", None).await.unwrap();
     assert_eq!(status.op, "service_create");
     assert!(matches!(
         instances::create(&cp, new_queue("i1")).await,
@@ -416,11 +418,11 @@ async fn a_queued_create_is_sent_once_its_type_is_advertised_and_a_cancelled_one
         InstanceState::Provisioning
     );
     assert_eq!(
-        requests::status(&cp, "q2.create.1")
+        requests::status(&cp, "q2.create.1", None)
             .await
             .unwrap()
             .deliveries,
         1
     );
-    assert!(requests::status(&cp, "q1.create.1").await.is_err());
+    assert!(requests::status(&cp, "q1.create.1", None).await.is_err());
 }

@@ -78,7 +78,13 @@ impl BootstrapFacts {
 /// Same id: the same request when region, op and body hash match (the caller joins it), else a
 /// mismatch (409 `duplicate_id`).
 pub(crate) fn classify(new: &NewRequest, stored: RequestRecord) -> Submitted {
-    if stored.region == new.region && stored.op == new.op && stored.body_hash == new.body_hash {
+    let owner =
+        |s: &Option<super::RequestScope>| s.as_ref().map(|s| (s.tenant.clone(), s.project.clone()));
+    if stored.region == new.region
+        && stored.op == new.op
+        && stored.body_hash == new.body_hash
+        && owner(&stored.scope) == owner(&new.scope)
+    {
         Submitted::Existing(stored)
     } else {
         Submitted::Mismatch(stored)

@@ -15,10 +15,16 @@ pub mod postgres;
 pub mod sqlite;
 
 mod decide;
+pub mod quantity;
+pub mod tenancy;
 mod types;
 
 pub(crate) use decide::{BootstrapFacts, IdentityFacts, classify, merge_heartbeats};
 
+pub use tenancy::{
+    CapExceeded, ProjectCreated, ProjectRecord, QuotaSet, TenancyStore, TenantRecord,
+    TenantTokenRecord,
+};
 pub use types::*;
 
 use async_trait::async_trait;
@@ -69,8 +75,9 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
 
 /// All control-plane state. Every method is one atomic step: compare-and-set methods return
 /// whether they won (`bool`, `Option`), so concurrent replicas never overwrite each other.
+/// Tenants and projects are its [`TenancyStore`] half.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: TenancyStore + Send + Sync + 'static {
     /// `"sqlite"` or `"postgres"`, for logs.
     fn backend(&self) -> &'static str;
 

@@ -186,6 +186,28 @@ pub struct NewRequest {
     pub body_hash: [u8; 32],
     /// Submission time (ms).
     pub created_at: i64,
+    /// The project it runs for (`None`: an admin request for no project).
+    pub scope: Option<RequestScope>,
+}
+
+/// Who a request runs for, as stored with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestScope {
+    /// The tenant.
+    pub tenant: String,
+    /// The project.
+    pub project: String,
+    /// The `ProjectScope` attached to its `req` frame (JSON), snapshotted at submit.
+    pub project_json: String,
+}
+
+/// The tenant and project owning a service instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The tenant.
+    pub tenant: String,
+    /// The project.
+    pub project: String,
 }
 
 impl NewRequest {
@@ -198,7 +220,14 @@ impl NewRequest {
             params: params.to_string(),
             body_hash: request_body_hash(op, params),
             created_at,
+            scope: None,
         }
+    }
+
+    /// The same request, run for a project.
+    pub fn scoped(mut self, scope: RequestScope) -> Self {
+        self.scope = Some(scope);
+        self
     }
 }
 
@@ -270,6 +299,8 @@ pub struct RequestRecord {
     pub completed_at: Option<i64>,
     /// How many times it was delivered.
     pub deliveries: u32,
+    /// The project it runs for, as snapshotted at submit.
+    pub scope: Option<RequestScope>,
 }
 
 /// What [`Store::submit_request`](super::Store::submit_request) found.
@@ -311,6 +342,9 @@ pub struct ServiceRecord {
     /// Dispatch attempts so far (creates and deletes); numbers the request ids.
     #[serde(skip)]
     pub attempts: u32,
+    /// The tenant and project owning it (`None`: created by the admin for no project).
+    #[serde(skip)]
+    pub owner: Option<Owner>,
 }
 
 /// A new state for a service instance, written only if the record is still as last read.

@@ -15,6 +15,8 @@ mod events;
 mod requests;
 #[path = "control_plane_store/services.rs"]
 mod services;
+#[path = "control_plane_store/tenancy.rs"]
+mod tenancy;
 #[path = "control_plane_store/tls.rs"]
 mod tls;
 
@@ -22,6 +24,7 @@ use credentials::*;
 use events::*;
 use requests::*;
 use services::*;
+use tenancy::*;
 
 use harmony_control_plane::store::{self, Store, StoreConfig};
 use harmony_e2e::postgres::PgServer;
@@ -102,6 +105,9 @@ contract!(
     service_instance_cancel_and_claim_exclude_each_other,
     service_instances_survive_reopening_the_store,
     published_events_reach_subscribers,
+    tenants_and_their_tokens_are_stored_hashed_and_revoked,
+    projects_are_unique_and_their_quotas_stay_under_the_tenant_cap,
+    requests_and_instances_keep_their_tenant_and_project,
 );
 
 fn hash(tag: &str) -> [u8; 32] {

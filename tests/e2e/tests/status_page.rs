@@ -437,7 +437,6 @@ fn cookie_value(token: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs tenant tokens (H1)"]
 async fn a_tenants_status_page_shows_no_admin_fields() {
     let w = World::new().await;
     let admin = w.cp.admin_token.clone();

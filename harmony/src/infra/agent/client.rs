@@ -89,16 +89,23 @@ impl From<&NewService> for CreateService {
             spec: Some(n.spec.clone()),
             region: n.region.clone(),
             id: n.id.clone(),
+            project: None,
+            tenant: None,
         }
     }
 }
 
-/// The control plane's HTTP API over TLS, authenticated with the admin token.
+/// The control plane's HTTP API over TLS, authenticated with a bearer token: the admin token
+/// (every route), or a tenant token (`htt_...`: its own projects, requests and services, and
+/// regions' health; see [`Self::for_project`]).
 #[derive(Clone)]
 pub struct ControlPlaneClient {
     base: String,
     token: SecretString,
     http: reqwest::Client,
+    /// The project requests and service creates run for: `(tenant, project)`; the tenant is
+    /// `None` with a tenant token (the token implies it).
+    pub(super) project: Option<(Option<String>, String)>,
 }
 
 impl fmt::Debug for ControlPlaneClient {
@@ -116,7 +123,8 @@ const REQUEST_SLACK: Duration = Duration::from_secs(5);
 
 impl ControlPlaneClient {
     /// A client for `url` (`https://host:port`; `wss://` is accepted), trusting the PEM CAs in
-    /// `ca_pem` or, when `None`, the system roots.
+    /// `ca_pem` or, when `None`, the system roots. `admin_token` may as well be a tenant token:
+    /// the control plane then answers only what that tenant may see.
     pub fn new(
         url: &str,
         admin_token: SecretString,
@@ -153,6 +161,7 @@ impl ControlPlaneClient {
             base,
             token: admin_token,
             http,
+            project: None,
         })
     }
 
@@ -195,7 +204,7 @@ impl ControlPlaneClient {
         }
     }
 
-    async fn call<B: Serialize + ?Sized>(
+    pub(super) async fn call<B: Serialize + ?Sized>(
         &self,
         method: Method,
         path: &str,
@@ -361,7 +370,11 @@ impl ControlPlaneClient {
         new: &NewService,
     ) -> Result<ServiceInstance, ControlPlaneError> {
         let what = format!("creating a {} service instance", new.service_type);
-        let body = CreateService::from(new);
+        let mut body = CreateService::from(new);
+        if let Some((tenant, project)) = &self.project {
+            body.tenant = tenant.clone();
+            body.project = Some(project.clone());
+        }
         let (status, body) = self
             .call(Method::POST, "/v1/services", Some(&body), &what)
             .await?;
@@ -421,7 +434,7 @@ impl ControlPlaneClient {
         let fail = |e: reqwest::Error| self.failed(&what, &path, total, &e);
         let response = self
             .start(Method::POST, &path, total)
-            .json(&submit(id, op, params, wait))
+            .json(&self.submit(id, op, params, wait))
             .send()
             .await
             .map_err(fail)?;
@@ -455,16 +468,22 @@ impl ControlPlaneClient {
         let request = self
             .start(Method::POST, &format!("{path}?stream=ndjson"), total)
             .header(reqwest::header::ACCEPT, harmony_api::NDJSON)
-            .json(&submit(id, op, params.clone(), wait));
+            .json(&self.submit(id, op, params.clone(), wait));
         stream::read_answer(self, request, &what, &path, total, on_progress).await
     }
 }
 
-fn submit(id: &str, op: &str, params: RawJson, wait: Duration) -> SubmitRequest {
-    SubmitRequest {
-        id: Some(id.to_string()),
-        op: op.to_string(),
-        params,
-        timeout_s: Some(wait.as_secs_f64()),
+impl ControlPlaneClient {
+    /// The body of a request, naming this client's project if it has one.
+    fn submit(&self, id: &str, op: &str, params: RawJson, wait: Duration) -> SubmitRequest {
+        let (tenant, project) = self.project.clone().unzip();
+        SubmitRequest {
+            id: Some(id.to_string()),
+            op: op.to_string(),
+            params,
+            timeout_s: Some(wait.as_secs_f64()),
+            project,
+            tenant: tenant.flatten(),
+        }
     }
 }

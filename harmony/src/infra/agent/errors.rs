@@ -146,10 +146,19 @@ impl ControlPlaneError {
                         },
                         fix: too_large_fix(),
                     },
-                    401 | 403 => CapabilityError::Forbidden {
+                    401 => CapabilityError::Forbidden {
                         object,
                         server,
-                        message: format!("{message} (check the admin token)"),
+                        message: format!(
+                            "{message} (check the token: the admin token, or a tenant token that is neither revoked nor expired)"
+                        ),
+                    },
+                    // The server names what this token may not do (a tenant token outside its
+                    // project, or on an admin route).
+                    403 => CapabilityError::Forbidden {
+                        object,
+                        server,
+                        message,
                     },
                     404 => CapabilityError::NotFound {
                         object,

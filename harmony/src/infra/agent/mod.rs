@@ -8,6 +8,7 @@ mod client;
 mod errors;
 mod region_admin;
 mod stream;
+mod tenancy;
 mod topology;
 
 #[cfg(test)]

@@ -149,6 +149,13 @@ async fn every_control_plane_refusal_maps_to_its_own_kind() {
             |e| matches!(e, E::Forbidden { message, .. } if message.contains("admin token")),
         ),
         (
+            403,
+            ApiError::new(
+                "params: Secret s is in namespace kube-system, outside the project's namespace acme-web",
+            ),
+            |e| matches!(e, E::Forbidden { message, .. } if message.starts_with("params: Secret s") && !message.contains("admin token")),
+        ),
+        (
             400,
             ApiError::new("op: unknown"),
             |e| matches!(e, E::InvalidObject { problem, .. } if problem == "op: unknown"),

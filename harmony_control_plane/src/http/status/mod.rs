@@ -160,7 +160,11 @@ async fn login(
         );
     }
     let token = SecretString::new(token);
-    if caller_for(&s, &token).await.is_none() {
+    let known = match caller_for(&s, &token).await {
+        Ok(caller) => caller.is_some(),
+        Err(e) => return e.into_response(),
+    };
+    if !known {
         log::info!("status page: a sign-in with an unknown or expired token was refused");
         return refused(
             StatusCode::UNAUTHORIZED,

@@ -9,6 +9,7 @@ mod requests;
 mod schema;
 mod services;
 mod sessions;
+mod tenancy;
 pub mod tls;
 
 use async_trait::async_trait;

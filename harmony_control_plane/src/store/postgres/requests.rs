@@ -8,7 +8,7 @@ use super::Error;
 use crate::store::{NewRequest, RequestRecord, RequestState, Submitted, classify};
 
 const COLUMNS: &str = "id, region, op, params, body_hash, state, res, seq, created_at, sent_at, \
-     completed_at, deliveries";
+     completed_at, deliveries, tenant, project, project_json";
 
 fn row(r: &Row) -> Result<RequestRecord, Error> {
     let hash: Vec<u8> = r.try_get(4)?;
@@ -29,6 +29,7 @@ fn row(r: &Row) -> Result<RequestRecord, Error> {
         sent_at: r.try_get(9)?,
         completed_at: r.try_get(10)?,
         deliveries: u32::try_from(r.try_get::<_, i64>(11)?).unwrap_or(u32::MAX),
+        scope: crate::store::tenancy::scope_of(r.try_get(12)?, r.try_get(13)?, r.try_get(14)?),
     })
 }
 
@@ -48,8 +49,9 @@ pub async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Error> {
     for _ in 0..3 {
         let n = c
             .execute(
-                "INSERT INTO requests (id, region, op, params, body_hash, state, created_at)
-                 VALUES ($1, $2, $3, $4, $5, 'queued', $6) ON CONFLICT (id) DO NOTHING",
+                "INSERT INTO requests (id, region, op, params, body_hash, state, created_at,
+                     tenant, project, project_json)
+                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
                 &[
                     &r.id,
                     &r.region,
@@ -57,6 +59,9 @@ pub async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Error> {
                     &r.params,
                     &&r.body_hash[..],
                     &r.created_at,
+                    &r.scope.as_ref().map(|s| &s.tenant),
+                    &r.scope.as_ref().map(|s| &s.project),
+                    &r.scope.as_ref().map(|s| &s.project_json),
                 ],
             )
             .await?;

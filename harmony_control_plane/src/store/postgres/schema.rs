@@ -4,7 +4,7 @@
 use deadpool_postgres::Client;
 
 /// The schema version this code writes.
-pub const VERSION: i64 = 1;
+pub const VERSION: i64 = 2;
 
 /// Key of the transaction-scoped advisory lock serialising schema changes ("harmony\0").
 const SCHEMA_LOCK: i64 = 0x6861_726d_6f6e_7900;
@@ -98,6 +98,9 @@ pub async fn migrate(client: &mut Client) -> Result<(), String> {
         .await
         .map_err(sql)?;
     tx.batch_execute(TABLES).await.map_err(sql)?;
+    tx.batch_execute(super::tenancy::TABLES)
+        .await
+        .map_err(sql)?;
     let stored: Option<i64> = tx
         .query_one("SELECT MAX(version) FROM schema_version", &[])
         .await

@@ -11,7 +11,7 @@ use super::Error;
 use crate::store::{Outcome, ServiceRecord, now_ms};
 
 const COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, \
-     created_at, updated_at";
+     created_at, updated_at, tenant, project";
 
 fn row(r: &Row) -> Result<ServiceRecord, Error> {
     let state: String = r.try_get(3)?;
@@ -32,6 +32,7 @@ fn row(r: &Row) -> Result<ServiceRecord, Error> {
         attempts: u32::try_from(r.try_get::<_, i64>(8)?).unwrap_or(u32::MAX),
         created_at: r.try_get(9)?,
         updated_at: r.try_get(10)?,
+        owner: crate::store::tenancy::owner_of(r.try_get(11)?, r.try_get(12)?),
     })
 }
 
@@ -54,7 +55,7 @@ pub async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
         .execute(
             &format!(
                 "INSERT INTO service_instances ({COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING"
             ),
             &[
                 &rec.id,
@@ -68,6 +69,8 @@ pub async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
                 &i64::from(rec.attempts),
                 &rec.created_at,
                 &rec.updated_at,
+                &rec.owner.as_ref().map(|o| &o.tenant),
+                &rec.owner.as_ref().map(|o| &o.project),
             ],
         )
         .await?;

@@ -7,6 +7,7 @@ mod requests;
 mod schema;
 mod services;
 mod sessions;
+mod tenancy;
 
 use async_trait::async_trait;
 use harmony_agent_protocol::InstanceState;

@@ -7,7 +7,7 @@ use super::conversion;
 use crate::store::{NewRequest, RequestRecord, RequestState, Submitted};
 
 const COLUMNS: &str = "id, region, op, params, body_hash, state, res, seq, created_at, sent_at, \
-     completed_at, deliveries";
+     completed_at, deliveries, tenant, project, project_json";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<RequestRecord> {
     let hash: Vec<u8> = r.get(4)?;
@@ -28,6 +28,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<RequestRecord> {
         sent_at: r.get(9)?,
         completed_at: r.get(10)?,
         deliveries: r.get(11)?,
+        scope: crate::store::tenancy::scope_of(r.get(12)?, r.get(13)?, r.get(14)?),
     })
 }
 
@@ -43,15 +44,19 @@ fn read(c: &Connection, id: &str) -> rusqlite::Result<Option<RequestRecord>> {
 pub fn submit(c: &mut Connection, r: &NewRequest) -> rusqlite::Result<Submitted> {
     let tx = c.transaction()?;
     let n = tx.execute(
-        "INSERT INTO requests (id, region, op, params, body_hash, state, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6) ON CONFLICT(id) DO NOTHING",
+        "INSERT INTO requests (id, region, op, params, body_hash, state, created_at,
+             tenant, project, project_json)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8, ?9) ON CONFLICT(id) DO NOTHING",
         params![
             r.id,
             r.region,
             r.op,
             r.params,
             &r.body_hash[..],
-            r.created_at
+            r.created_at,
+            r.scope.as_ref().map(|s| &s.tenant),
+            r.scope.as_ref().map(|s| &s.project),
+            r.scope.as_ref().map(|s| &s.project_json),
         ],
     )?;
     let outcome = if n == 1 {

@@ -1,11 +1,12 @@
-//! The SQLite schema and its migrations. Version 1 is this release's schema; a database file of
+//! The SQLite schema and its migrations. Version 2 (tenancy: `super::tenancy::TABLES` and the
+//! tenant/project columns of requests and service instances) is this release's; a database file of
 //! the previous release (regions, bootstrap_tokens, identities, service_instances, no
 //! `schema_version`) is upgraded in place by adding the missing columns.
 
 use rusqlite::{Connection, Transaction};
 
 /// The schema version this code writes.
-pub const VERSION: i64 = 1;
+pub const VERSION: i64 = 2;
 
 const PRAGMAS: &str = "
 PRAGMA journal_mode = WAL;
@@ -106,6 +107,11 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("identities", "first_used_at", "INTEGER"),
     ("identities", "valid_until", "INTEGER"),
     ("identities", "bootstrap_id", "INTEGER"),
+    ("requests", "tenant", "TEXT"),
+    ("requests", "project", "TEXT"),
+    ("requests", "project_json", "TEXT"),
+    ("service_instances", "tenant", "TEXT"),
+    ("service_instances", "project", "TEXT"),
 ];
 
 /// Brings the database to [`VERSION`]; safe to run on every start. Refuses a database written
@@ -134,6 +140,7 @@ fn apply(conn: &mut Connection) -> Result<(), Step> {
     conn.execute_batch(PRAGMAS)?;
     let tx = conn.transaction()?;
     tx.execute_batch(TABLES)?;
+    tx.execute_batch(super::tenancy::TABLES)?;
     let stored: Option<i64> =
         tx.query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))?;
     if let Some(v) = stored.filter(|v| *v > VERSION) {

@@ -125,3 +125,46 @@ async fn a_database_of_a_newer_release_is_refused_with_the_versions() {
         "{shown}"
     );
 }
+
+#[tokio::test]
+async fn a_version_1_database_gains_the_tenancy_tables_and_columns_in_place() {
+    use crate::store::{NewRequest, RequestScope, TenancyStore};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cp.sqlite");
+    drop(SqliteStore::open(&path).unwrap());
+    // Back to version 1: no tenancy tables, no tenant/project columns, one request queued.
+    let c = Connection::open(&path).unwrap();
+    c.execute_batch(
+        "DROP TABLE project_quotas; DROP TABLE projects; DROP TABLE tenant_caps;
+         DROP TABLE tenant_tokens; DROP TABLE tenants;
+         ALTER TABLE requests DROP COLUMN tenant; ALTER TABLE requests DROP COLUMN project;
+         ALTER TABLE requests DROP COLUMN project_json;
+         ALTER TABLE service_instances DROP COLUMN tenant;
+         ALTER TABLE service_instances DROP COLUMN project;
+         UPDATE schema_version SET version = 1;
+         INSERT INTO requests (id, region, op, params, body_hash, state, created_at)
+             VALUES ('old', 'eu', 'get_inventory', '{}', zeroblob(32), 'queued', 1);",
+    )
+    .unwrap();
+    drop(c);
+    let store = SqliteStore::open(&path).unwrap();
+    let old = store.request("old").await.unwrap().unwrap();
+    assert_eq!((old.op.as_str(), old.scope), ("get_inventory", None));
+    assert!(store.create_tenant("acme", 1).await.unwrap());
+    let scope = RequestScope {
+        tenant: "acme".into(),
+        project: "web".into(),
+        project_json: "{}".into(),
+    };
+    let new = NewRequest::new("new", "eu", "get_objects", "{}", 2).scoped(scope.clone());
+    store.submit_request(&new).await.unwrap();
+    assert_eq!(
+        store.request("new").await.unwrap().unwrap().scope,
+        Some(scope)
+    );
+    let c = Connection::open(&path).unwrap();
+    let version: i64 = c
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+}

@@ -18,6 +18,7 @@ fn record(id: &str, state: InstanceState) -> ServiceRecord {
         created_at: 1,
         updated_at: 1,
         attempts: 0,
+        owner: None,
     }
 }
 

@@ -1,0 +1,218 @@
+//! Tenancy through the services, over a real SQLite store: the project scope snapshotted at
+//! submit travels on every delivery of the request, and a tenant sees only its own requests
+//! and service instances.
+
+use harmony_agent_protocol::tenancy::{ProjectQuota, ProjectScope};
+use harmony_agent_protocol::{Frame, ProviderHealth, RawJson, Req, Res};
+use std::time::Duration;
+
+use super::dispatch::Delivery;
+use super::instances::{self, InstanceError};
+use super::requests::{self, RequestError, Submission};
+use super::scope::{self, Asked, ScopeError};
+use super::tenancy::{self, TenancyError};
+use super::tests::{agent, control_plane, new_queue, offers, provider, region};
+use crate::store::Owner;
+
+fn echo_project(req: &Req) -> Res {
+    Res::ok_raw(
+        &req.id,
+        RawJson::from_string(serde_json::to_string(&req.project).unwrap()).unwrap(),
+    )
+}
+
+fn quota(cpu: &str) -> ProjectQuota {
+    ProjectQuota {
+        cpu: Some(cpu.into()),
+        ..Default::default()
+    }
+}
+
+fn get_objects() -> RawJson {
+    RawJson::from_string(r#"{"objects":[]}"#.into()).unwrap()
+}
+
+#[tokio::test]
+async fn a_project_request_carries_its_scope_on_every_delivery_and_only_its_tenant_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(dir.path()).await;
+    region(&cp, "eu").await;
+    tenancy::create_tenant(&cp, "acme").await.unwrap();
+    tenancy::create_tenant(&cp, "beta").await.unwrap();
+    tenancy::create_project(&cp, "acme", "web", None)
+        .await
+        .unwrap();
+    let asked = Asked {
+        caller: Some("acme"),
+        tenant: None,
+        project: Some("web"),
+    };
+    // No quota in eu yet: refused, naming the route that sets it.
+    match scope::request_scope(&cp, asked, "eu", "get_objects", &get_objects()).await {
+        Err(e @ ScopeError::NoQuota { .. }) => assert!(
+            e.to_string()
+                .contains("PUT /v1/admin/tenants/acme/projects/web/quotas/eu"),
+            "{e}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    tenancy::set_quota(&cp, "acme", "web", "eu", &quota("2"))
+        .await
+        .unwrap();
+    let scope = scope::request_scope(&cp, asked, "eu", "get_objects", &get_objects())
+        .await
+        .unwrap();
+    let sub = Submission {
+        id: Some("p1".into()),
+        op: "get_objects".into(),
+        params: get_objects(),
+        scope,
+    };
+    requests::submit(&cp, "eu", sub.clone()).await.unwrap();
+    // The quota changes after submit: the request keeps the snapshot it was accepted with.
+    tenancy::set_quota(&cp, "acme", "web", "eu", &quota("3"))
+        .await
+        .unwrap();
+    // Two connections (a redelivery after a reconnect): the same scope on both frames.
+    let expected = ProjectScope {
+        tenant: "acme".into(),
+        project: "web".into(),
+        namespace: "acme-web".into(),
+        quota: quota("2"),
+    };
+    for _ in 0..2 {
+        let frames = Delivery::new("eu", 1 << 20).next(&cp).await.unwrap();
+        match frames.as_slice() {
+            [Frame::Req(req)] => assert_eq!(req.project.as_ref(), Some(&expected)),
+            other => panic!("{other:?}"),
+        }
+    }
+    let _closed = agent(&cp, "eu", 1 << 20, Default::default(), Some(echo_project)).await;
+    let res = requests::call(&cp, "eu", sub, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let seen: ProjectScope = res.result.unwrap().parse().unwrap();
+    assert_eq!(seen, expected);
+    // Its tenant and the admin read it; another tenant is told it does not exist.
+    assert!(requests::status(&cp, "p1", Some("acme")).await.is_ok());
+    assert!(requests::status(&cp, "p1", None).await.is_ok());
+    assert!(matches!(
+        requests::status(&cp, "p1", Some("beta")).await,
+        Err(RequestError::NotFound(_))
+    ));
+    // An admin request for no project carries none.
+    let plain = Submission {
+        id: Some("plain".into()),
+        op: "get_objects".into(),
+        params: get_objects(),
+        scope: None,
+    };
+    let res = requests::call(&cp, "eu", plain, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(res.result.is_none_or(|r| r.get() == "null"), "no scope");
+    assert!(matches!(
+        requests::status(&cp, "plain", Some("acme")).await,
+        Err(RequestError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_tenant_sees_only_its_own_service_instances() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(dir.path()).await;
+    region(&cp, "eu").await;
+    let _closed = agent(
+        &cp,
+        "eu",
+        1 << 20,
+        offers(ProviderHealth::Healthy),
+        Some(provider),
+    )
+    .await;
+    let mut mine = new_queue("acme-1");
+    mine.owner = Some(Owner {
+        tenant: "acme".into(),
+        project: "web".into(),
+    });
+    instances::create(&cp, mine).await.unwrap();
+    instances::create(&cp, new_queue("admin-1")).await.unwrap();
+    let ids = |v: Vec<crate::store::ServiceRecord>| v.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(instances::list(&cp, Some("acme")).await.unwrap()),
+        ["acme-1"]
+    );
+    assert!(instances::list(&cp, Some("beta")).await.unwrap().is_empty());
+    assert_eq!(instances::list(&cp, None).await.unwrap().len(), 2);
+    let rec = instances::one(&cp, "acme-1", Some("acme")).await.unwrap();
+    assert_eq!(rec.owner.unwrap().project, "web");
+    assert!(matches!(
+        instances::one(&cp, "acme-1", Some("beta")).await,
+        Err(InstanceError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn tenant_tokens_authenticate_until_revoked_and_projects_validate_their_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(dir.path()).await;
+    tenancy::create_tenant(&cp, "acme").await.unwrap();
+    assert!(matches!(
+        tenancy::create_tenant(&cp, "acme").await,
+        Err(TenancyError::Exists(_))
+    ));
+    assert!(matches!(
+        tenancy::create_tenant(&cp, "Not_A_Label").await,
+        Err(TenancyError::Invalid {
+            field: "tenant",
+            ..
+        })
+    ));
+    let (record, token) = tenancy::mint_token(&cp, "acme", None).await.unwrap();
+    let t = token.expose();
+    assert!(
+        t.starts_with(&format!("htt_{}_", record.id)),
+        "{}",
+        record.id
+    );
+    assert_eq!(
+        tenancy::authenticate(&cp, t).await.unwrap().as_deref(),
+        Some("acme")
+    );
+    // The right id with another secret, a malformed token, an admin-looking one: nobody.
+    let forged = format!("htt_{}_{}", record.id, "x".repeat(43));
+    for bad in [forged.as_str(), "htt_", "htt_zz_secret", "hid_abc", ""] {
+        assert_eq!(
+            tenancy::authenticate(&cp, bad).await.unwrap(),
+            None,
+            "{bad}"
+        );
+    }
+    tenancy::revoke_token(&cp, "acme", &record.id)
+        .await
+        .unwrap();
+    assert_eq!(tenancy::authenticate(&cp, t).await.unwrap(), None);
+    assert!(matches!(
+        tenancy::mint_token(&cp, "nobody", None).await,
+        Err(TenancyError::UnknownTenant(_))
+    ));
+    // Namespaces: `<tenant>-<project>` by default, a DNS-1123 label of at most 63 characters.
+    let p = tenancy::create_project(&cp, "acme", "web", None)
+        .await
+        .unwrap();
+    assert_eq!(p.namespace, "acme-web");
+    let long = "p".repeat(60);
+    match tenancy::create_project(&cp, "acme", &long, None).await {
+        Err(TenancyError::Invalid {
+            field: "namespace",
+            reason,
+        }) => {
+            assert!(reason.contains("63"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        tenancy::create_project(&cp, "acme", "api", Some("acme-web")).await,
+        Err(TenancyError::Exists(m)) if m.contains("acme/web")
+    ));
+}

@@ -1,0 +1,389 @@
+//! Tenants, tenant tokens, caps, projects and quotas in PostgreSQL. Setting a quota locks the
+//! tenant's row first, so two replicas setting quotas of one tenant at once take turns and the
+//! cap check always sees the other's write.
+
+use deadpool_postgres::{Client, GenericClient};
+use harmony_agent_protocol::tenancy::ProjectQuota;
+use std::collections::BTreeMap;
+use tokio_postgres::Row;
+
+use super::{BACKEND, Error, PostgresStore};
+use crate::store::tenancy::{decide_quota, quota_json, quota_of};
+use crate::store::{
+    ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenancyStore, TenantRecord,
+    TenantTokenRecord,
+};
+
+/// The tenancy tables and the tenant/project columns (schema version 2).
+pub const TABLES: &str = "
+CREATE TABLE IF NOT EXISTS tenants (
+    name TEXT PRIMARY KEY,
+    created_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tenant_tokens (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL REFERENCES tenants(name),
+    hash BYTEA NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT,
+    revoked_at BIGINT
+);
+CREATE TABLE IF NOT EXISTS tenant_caps (
+    tenant TEXT NOT NULL REFERENCES tenants(name),
+    region TEXT NOT NULL,
+    quota TEXT NOT NULL,
+    PRIMARY KEY (tenant, region)
+);
+CREATE TABLE IF NOT EXISTS projects (
+    tenant TEXT NOT NULL REFERENCES tenants(name),
+    project TEXT NOT NULL,
+    namespace TEXT NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (tenant, project)
+);
+CREATE TABLE IF NOT EXISTS project_quotas (
+    tenant TEXT NOT NULL,
+    project TEXT NOT NULL,
+    region TEXT NOT NULL,
+    quota TEXT NOT NULL,
+    PRIMARY KEY (tenant, project, region),
+    FOREIGN KEY (tenant, project) REFERENCES projects(tenant, project)
+);
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS tenant TEXT;
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS project TEXT;
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS project_json TEXT;
+ALTER TABLE service_instances ADD COLUMN IF NOT EXISTS tenant TEXT;
+ALTER TABLE service_instances ADD COLUMN IF NOT EXISTS project TEXT;
+";
+
+fn quota(json: &str) -> Result<ProjectQuota, Error> {
+    quota_of(json).map_err(Error::Data)
+}
+
+async fn quota_map(
+    c: &impl GenericClient,
+    sql: &str,
+    args: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<BTreeMap<String, ProjectQuota>, Error> {
+    let rows = c.query(sql, args).await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, quota(r.try_get(1)?)?)))
+        .collect()
+}
+
+async fn tenant_of(c: &Client, r: &Row) -> Result<TenantRecord, Error> {
+    let name: String = r.try_get(0)?;
+    Ok(TenantRecord {
+        caps: quota_map(
+            c,
+            "SELECT region, quota FROM tenant_caps WHERE tenant = $1 ORDER BY region",
+            &[&name],
+        )
+        .await?,
+        name,
+        created_at: r.try_get(1)?,
+    })
+}
+
+async fn project_of(c: &Client, r: &Row) -> Result<ProjectRecord, Error> {
+    let (tenant, project): (String, String) = (r.try_get(0)?, r.try_get(1)?);
+    Ok(ProjectRecord {
+        quotas: quota_map(
+            c,
+            "SELECT region, quota FROM project_quotas WHERE tenant = $1 AND project = $2
+             ORDER BY region",
+            &[&tenant, &project],
+        )
+        .await?,
+        tenant,
+        project,
+        namespace: r.try_get(2)?,
+        created_at: r.try_get(3)?,
+    })
+}
+
+fn token_of(r: &Row) -> Result<TenantTokenRecord, Error> {
+    let hash: Vec<u8> = r.try_get(2)?;
+    Ok(TenantTokenRecord {
+        id: r.try_get(0)?,
+        tenant: r.try_get(1)?,
+        hash: hash
+            .try_into()
+            .map_err(|_| Error::Data("a tenant token hash is not 32 bytes".into()))?,
+        created_at: r.try_get(3)?,
+        expires_at: r.try_get(4)?,
+        revoked_at: r.try_get(5)?,
+    })
+}
+
+async fn create_project(c: &mut Client, p: &ProjectRecord) -> Result<ProjectCreated, Error> {
+    let tx = c.transaction().await?;
+    // Serialises with other writes of this tenant (and finds whether it exists).
+    if tx
+        .query_opt(
+            "SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE",
+            &[&p.tenant],
+        )
+        .await?
+        .is_none()
+    {
+        return Ok(ProjectCreated::NoTenant);
+    }
+    let n = tx
+        .execute(
+            "INSERT INTO projects (tenant, project, namespace, created_at)
+             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+            &[&p.tenant, &p.project, &p.namespace, &p.created_at],
+        )
+        .await?;
+    let outcome = if n == 1 {
+        ProjectCreated::Created
+    } else if tx
+        .query_opt(
+            "SELECT 1 FROM projects WHERE tenant = $1 AND project = $2",
+            &[&p.tenant, &p.project],
+        )
+        .await?
+        .is_some()
+    {
+        ProjectCreated::Exists
+    } else {
+        let owner = tx
+            .query_opt(
+                "SELECT tenant || '/' || project FROM projects WHERE namespace = $1",
+                &[&p.namespace],
+            )
+            .await?
+            .map(|r| r.try_get::<_, String>(0))
+            .transpose()?
+            .unwrap_or_default();
+        ProjectCreated::NamespaceTaken(owner)
+    };
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+async fn set_quota(
+    c: &mut Client,
+    tenant: &str,
+    project: &str,
+    region: &str,
+    asked: &ProjectQuota,
+) -> Result<QuotaSet, Error> {
+    let tx = c.transaction().await?;
+    if tx
+        .query_opt(
+            "SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE",
+            &[&tenant],
+        )
+        .await?
+        .is_none()
+        || tx
+            .query_opt(
+                "SELECT 1 FROM projects WHERE tenant = $1 AND project = $2",
+                &[&tenant, &project],
+            )
+            .await?
+            .is_none()
+    {
+        return Ok(QuotaSet::NoProject);
+    }
+    let cap = tx
+        .query_opt(
+            "SELECT quota FROM tenant_caps WHERE tenant = $1 AND region = $2",
+            &[&tenant, &region],
+        )
+        .await?
+        .map(|r| quota(r.try_get(0)?))
+        .transpose()?;
+    let others = tx
+        .query(
+            "SELECT quota FROM project_quotas WHERE tenant = $1 AND region = $2 AND project <> $3",
+            &[&tenant, &region, &project],
+        )
+        .await?
+        .iter()
+        .map(|r| quota(r.try_get(0)?))
+        .collect::<Result<Vec<_>, _>>()?;
+    let outcome = decide_quota(cap, &others, asked);
+    if outcome == QuotaSet::Set {
+        tx.execute(
+            "INSERT INTO project_quotas (tenant, project, region, quota) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (tenant, project, region) DO UPDATE SET quota = EXCLUDED.quota",
+            &[&tenant, &project, &region, &quota_json(asked)],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// Runs `$body` (a future using the pooled client `$c`) as operation `$op`.
+macro_rules! with_client {
+    ($self:ident, $op:literal, $c:ident => $body:expr) => {{
+        #[allow(unused_mut)]
+        let mut $c = $self.client($op).await?;
+        $body
+            .await
+            .map_err(|e: Error| StoreError::new(BACKEND, $op, e))
+    }};
+}
+
+#[async_trait::async_trait]
+impl TenancyStore for PostgresStore {
+    async fn create_tenant(&self, name: &str, now: i64) -> Result<bool, StoreError> {
+        with_client!(self, "create a tenant", c => async {
+            let n = c
+                .execute(
+                    "INSERT INTO tenants (name, created_at) VALUES ($1, $2)
+                     ON CONFLICT (name) DO NOTHING",
+                    &[&name, &now],
+                )
+                .await?;
+            Ok(n == 1)
+        })
+    }
+
+    async fn tenant(&self, name: &str) -> Result<Option<TenantRecord>, StoreError> {
+        with_client!(self, "read a tenant", c => async {
+            match c
+                .query_opt("SELECT name, created_at FROM tenants WHERE name = $1", &[&name])
+                .await?
+            {
+                Some(r) => Ok(Some(tenant_of(&c, &r).await?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    async fn tenants(&self) -> Result<Vec<TenantRecord>, StoreError> {
+        with_client!(self, "list tenants", c => async {
+            let rows = c
+                .query("SELECT name, created_at FROM tenants ORDER BY name", &[])
+                .await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                out.push(tenant_of(&c, r).await?);
+            }
+            Ok(out)
+        })
+    }
+
+    async fn set_tenant_cap(
+        &self,
+        tenant: &str,
+        region: &str,
+        cap: &ProjectQuota,
+    ) -> Result<bool, StoreError> {
+        let json = quota_json(cap);
+        with_client!(self, "set a tenant cap", c => async {
+            let n = c
+                .execute(
+                    "INSERT INTO tenant_caps (tenant, region, quota)
+                     SELECT name, $2, $3 FROM tenants WHERE name = $1
+                     ON CONFLICT (tenant, region) DO UPDATE SET quota = EXCLUDED.quota",
+                    &[&tenant, &region, &json],
+                )
+                .await?;
+            Ok(n == 1)
+        })
+    }
+
+    async fn add_tenant_token(&self, t: &TenantTokenRecord) -> Result<bool, StoreError> {
+        with_client!(self, "store a tenant token", c => async {
+            let n = c
+                .execute(
+                    "INSERT INTO tenant_tokens (id, tenant, hash, created_at, expires_at, revoked_at)
+                     SELECT $1, name, $3, $4, $5, $6 FROM tenants WHERE name = $2
+                     ON CONFLICT (id) DO NOTHING",
+                    &[&t.id, &t.tenant, &&t.hash[..], &t.created_at, &t.expires_at, &t.revoked_at],
+                )
+                .await?;
+            Ok(n == 1)
+        })
+    }
+
+    async fn tenant_token(&self, id: &str) -> Result<Option<TenantTokenRecord>, StoreError> {
+        with_client!(self, "read a tenant token", c => async {
+            c.query_opt(
+                "SELECT id, tenant, hash, created_at, expires_at, revoked_at FROM tenant_tokens
+                 WHERE id = $1",
+                &[&id],
+            )
+            .await?
+            .as_ref()
+            .map(token_of)
+            .transpose()
+        })
+    }
+
+    async fn revoke_tenant_token(
+        &self,
+        tenant: &str,
+        id: &str,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        with_client!(self, "revoke a tenant token", c => async {
+            let n = c
+                .execute(
+                    "UPDATE tenant_tokens SET revoked_at = $3
+                     WHERE tenant = $1 AND id = $2 AND revoked_at IS NULL",
+                    &[&tenant, &id, &now],
+                )
+                .await?;
+            Ok(n == 1)
+        })
+    }
+
+    async fn create_project(&self, p: &ProjectRecord) -> Result<ProjectCreated, StoreError> {
+        with_client!(self, "create a project", c => create_project(&mut c, p))
+    }
+
+    async fn project(
+        &self,
+        tenant: &str,
+        project: &str,
+    ) -> Result<Option<ProjectRecord>, StoreError> {
+        with_client!(self, "read a project", c => async {
+            match c
+                .query_opt(
+                    "SELECT tenant, project, namespace, created_at FROM projects
+                     WHERE tenant = $1 AND project = $2",
+                    &[&tenant, &project],
+                )
+                .await?
+            {
+                Some(r) => Ok(Some(project_of(&c, &r).await?)),
+                None => Ok(None),
+            }
+        })
+    }
+
+    async fn projects(&self, tenant: Option<&str>) -> Result<Vec<ProjectRecord>, StoreError> {
+        with_client!(self, "list projects", c => async {
+            let rows = c
+                .query(
+                    "SELECT tenant, project, namespace, created_at FROM projects
+                     WHERE $1::TEXT IS NULL OR tenant = $1 ORDER BY tenant, project",
+                    &[&tenant],
+                )
+                .await?;
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                out.push(project_of(&c, r).await?);
+            }
+            Ok(out)
+        })
+    }
+
+    async fn set_project_quota(
+        &self,
+        tenant: &str,
+        project: &str,
+        region: &str,
+        quota: &ProjectQuota,
+    ) -> Result<QuotaSet, StoreError> {
+        with_client!(self, "set a project quota", c =>
+            set_quota(&mut c, tenant, project, region, quota))
+    }
+}
