@@ -11,7 +11,7 @@
 // signing out worked, and the screenshot's path.
 
 import { chromium } from "playwright-core";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 
 const need = (name) => {
@@ -30,8 +30,14 @@ const name = need("STATUS_NAME");
 const filter = process.env.STATUS_FILTER || "";
 const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
-const context = await chromium.launchPersistentContext(mkdtempSync(join(out, "profile-")), {
+// Generous waits: a busy test machine may be slow, and no step here measures speed.
+const WAIT_MS = 180_000;
+
+// A fresh profile for every run, removed at the end.
+const profile = mkdtempSync(join(out, "profile-"));
+const context = await chromium.launchPersistentContext(profile, {
   executablePath,
+  timeout: WAIT_MS,
   headless: true,
   // The control plane's certificate is signed by the test's own CA.
   ignoreHTTPSErrors: true,
@@ -49,7 +55,8 @@ const context = await chromium.launchPersistentContext(mkdtempSync(join(out, "pr
 
 try {
   const page = context.pages()[0] ?? (await context.newPage());
-  page.setDefaultTimeout(30_000);
+  page.setDefaultTimeout(WAIT_MS);
+  page.setDefaultNavigationTimeout(WAIT_MS);
 
   // Without a cookie the page sends us to its login form.
   await page.goto(`${base}/status`);
@@ -129,4 +136,5 @@ try {
   console.error(`status page screenshot: ${screenshot}`);
 } finally {
   await context.close();
+  rmSync(profile, { recursive: true, force: true });
 }

@@ -44,8 +44,15 @@ impl World {
     async fn new() -> Self {
         let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
         let pki = Pki::new().unwrap();
-        let cp = ControlPlane::start(CP_BIN.as_ref(), &pki, ControlPlaneOptions::default())
-            .unwrap_or_else(|e| panic!("{e}"));
+        // Generous health thresholds: a busy machine must not turn the healthy region
+        // unhealthy between the page and the API's answer the test compares it with.
+        let options = ControlPlaneOptions {
+            unhealthy_after_ms: 15_000,
+            unavailable_after_ms: 30_000,
+            ..ControlPlaneOptions::default()
+        };
+        let cp =
+            ControlPlane::start(CP_BIN.as_ref(), &pki, options).unwrap_or_else(|e| panic!("{e}"));
         let client = cp.client();
         let dir = tempfile::tempdir().unwrap();
         let create = |r: &'static str, z: &'static str| {
