@@ -1,9 +1,13 @@
 //! Regions: rolling out the region agent that connects a cluster to the control plane.
 
 mod manifests;
+mod rbac;
 mod resource;
 mod rollout;
 
-pub use manifests::{AGENT_NAME, BOOTSTRAP_SECRET, IDENTITY_SECRET, default_rules};
+pub use manifests::{AGENT_NAME, BOOTSTRAP_SECRET, IDENTITY_SECRET};
+pub use rbac::{
+    MANAGED_CLUSTER_ROLE, OWNERSHIP_NAMESPACE, agent_user, default_rules, rbac_objects,
+};
 pub use resource::{RegionAgent, RegionAgentSpec};
 pub use rollout::RegionAgentRolloutScore;
