@@ -85,6 +85,16 @@ impl AgentExec {
         namespace: &str,
         service_account: Option<(String, String)>,
     ) -> Result<Self, String> {
+        Self::with_presence(kubeconfig, namespace, Presence::new(service_account))
+    }
+
+    /// Like [`AgentExec::new`], with project presence configured by the caller (e.g. a short
+    /// quota wait).
+    pub fn with_presence(
+        kubeconfig: &Path,
+        namespace: &str,
+        presence: Presence,
+    ) -> Result<Self, String> {
         let cluster = Arc::new(Cluster::new(
             "region under test".into(),
             KubeTarget::Kubeconfig {
@@ -112,7 +122,7 @@ impl AgentExec {
         let ttl = Duration::from_secs(3600);
         let records = Arc::new(RecordStore::new(cluster.clone(), namespace.into(), ttl));
         let executor = Executor::new(cluster, registry, DedupeWindow::new(256, ttl), records, tx)
-            .with_presence(Presence::new(service_account));
+            .with_presence(presence);
         Ok(Self {
             executor: Arc::new(executor),
             frames,

@@ -10,6 +10,7 @@
 //! resourcequota controller (filling a new quota's status, as the controller does), and says so
 //! by its name.
 
+use harmony_agent::exec::presence::Presence;
 use harmony_agent_protocol::ops::{ApplyManifestsParams, GetObjectsParams};
 use harmony_agent_protocol::tenancy::{
     LIMIT_RANGE_NAME, MANAGED_BY_LABEL, PROJECT_LABEL, ProjectQuota, ProjectScope, QUOTA_NAME,
@@ -50,6 +51,8 @@ struct Setup {
     admin: kube::Client,
     sa: kube::Client,
     agent: AgentExec,
+    /// The kubeconfig impersonating the agent's ServiceAccount.
+    kubeconfig: std::path::PathBuf,
 }
 
 async fn setup() -> Setup {
@@ -88,6 +91,7 @@ async fn setup() -> Setup {
         admin,
         sa,
         agent,
+        kubeconfig,
     }
 }
 
@@ -356,6 +360,30 @@ async fn a_request_past_the_project_quota_is_refused_by_the_api_server_naming_th
             objects: [("configmaps".to_string(), 2)].into(),
             ..Default::default()
         },
+    );
+    // Until kube-controller-manager's quota controller fills the quota's status, the API server
+    // does not enforce it: the agent runs nothing and says what it waited for.
+    let impatient = Presence::new(Some((NS.to_string(), AGENT_NAME.to_string())))
+        .with_quota_wait(Duration::from_secs(1));
+    let mut impatient = AgentExec::with_presence(&s.kubeconfig, NS, impatient).unwrap();
+    let res = impatient
+        .run(apply("q0", vec![config_map("zero", None)], Some(&project)))
+        .await;
+    refused(
+        &res,
+        code::TIMEOUT,
+        &[
+            "ResourceQuota acme-shop/harmony-project-quota is not enforced",
+            "count/configmaps",
+            "is kube-controller-manager's resourcequota controller running?",
+        ],
+    );
+    assert!(
+        Api::<ConfigMap>::namespaced(s.admin.clone(), "acme-shop")
+            .get_opt("zero")
+            .await
+            .unwrap()
+            .is_none()
     );
     let _quota_controller = QuotaControllerStandIn::start(&s.server).unwrap();
     ok(&s
