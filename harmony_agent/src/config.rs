@@ -45,6 +45,12 @@ pub struct Config {
     /// in-cluster, else `harmony-agent`; created when missing if the agent may.
     #[arg(long, env = "HARMONY_NAMESPACE")]
     pub namespace: Option<String>,
+    /// The agent's own ServiceAccount, which the RoleBinding it keeps in each project namespace
+    /// binds (ClusterRole `harmony-agent-managed`), in `--namespace`. Default: `harmony-agent`
+    /// in-cluster; out of cluster (with `--kubeconfig`) no RoleBinding is made unless this is
+    /// given, since the kubeconfig's user is not a ServiceAccount. `none` turns it off.
+    #[arg(long, env = "HARMONY_SERVICE_ACCOUNT")]
+    pub service_account: Option<String>,
     /// Kubeconfig of the cluster to operate; in-cluster service account when absent.
     #[arg(long, env = "HARMONY_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -232,6 +238,18 @@ impl Config {
             .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())
     }
 
+    /// The ServiceAccount (namespace, name) the agent binds in project namespaces, if any: see
+    /// `--service-account`.
+    pub fn service_account(&self) -> Option<(String, String)> {
+        let name = match self.service_account.as_deref().map(str::trim) {
+            Some("none") | Some("") => return None,
+            Some(name) => name.to_string(),
+            None if self.kubeconfig.is_none() => DEFAULT_SERVICE_ACCOUNT.to_string(),
+            None => return None,
+        };
+        Some((self.namespace(), name))
+    }
+
     /// Checks the flags the connection and the request records use.
     pub fn check(&self) -> Result<(), AgentError> {
         let bad = |field: &'static str, problem: String| AgentError::Config { field, problem };
@@ -260,6 +278,16 @@ impl Config {
                 ),
             ));
         }
+        if let Some((_, name)) = self.service_account()
+            && harmony::types::Dns1123Label::parse(&name).is_err()
+        {
+            return Err(bad(
+                "--service-account",
+                format!(
+                    "{name:?} is not a ServiceAccount name; give the agent's ServiceAccount (default harmony-agent) or none"
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -274,6 +302,8 @@ impl Config {
 
 /// The namespace of the request records (and identity Secret) out of cluster.
 pub const DEFAULT_NAMESPACE: &str = "harmony-agent";
+/// The agent's ServiceAccount in-cluster when `--service-account` is not given.
+pub const DEFAULT_SERVICE_ACCOUNT: &str = "harmony-agent";
 /// The smallest `--max-frame-bytes`: a frame must hold a useful request.
 pub const MIN_FRAME_BYTES: u64 = 64 * 1024;
 /// The largest `--max-frame-bytes` (64 MiB): larger frames belong in several requests.
@@ -409,5 +439,27 @@ mod tests {
             config(&["--renew-before-s", "600"]).renew_before_s,
             Some(600)
         );
+    }
+
+    #[test]
+    fn the_service_account_defaults_in_cluster_only() {
+        let ns = |c: &Config| c.namespace();
+        let c = config(&["--namespace", "agents"]);
+        assert_eq!(
+            c.service_account(),
+            Some((ns(&c), "harmony-agent".to_string()))
+        );
+        let c = config(&["--kubeconfig", "/k", "--namespace", "agents"]);
+        assert_eq!(c.service_account(), None);
+        let c = config(&["--kubeconfig", "/k", "--service-account", "bot"]);
+        assert_eq!(c.service_account().map(|s| s.1).as_deref(), Some("bot"));
+        assert_eq!(
+            config(&["--service-account", "none"]).service_account(),
+            None
+        );
+        let e = config(&["--service-account", "Bad_SA"])
+            .check()
+            .unwrap_err();
+        assert!(e.to_string().starts_with("--service-account:"), "{e}");
     }
 }

@@ -23,6 +23,12 @@ pub const QUOTA_NAME: &str = "harmony-project-quota";
 /// Name of the LimitRange the agent keeps in a project namespace.
 pub const LIMIT_RANGE_NAME: &str = "harmony-project-limits";
 
+/// The ClusterRole holding the agent's rights inside a project namespace, bound there by the
+/// agent's own RoleBinding [`AGENT_ROLE_BINDING`] (the rollout creates the ClusterRole).
+pub const AGENT_MANAGED_CLUSTER_ROLE: &str = "harmony-agent-managed";
+/// Name of the RoleBinding the agent keeps in a project namespace (to its ServiceAccount).
+pub const AGENT_ROLE_BINDING: &str = "harmony-agent";
+
 /// Per-region quota of a project: what its namespace may hold in one region. Absent fields are
 /// not limited.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

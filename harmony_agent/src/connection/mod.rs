@@ -96,13 +96,18 @@ pub async fn run(config: Config, mut shutdown: watch::Receiver<bool>) -> Result<
     let ttl = Duration::from_secs(config.dedupe_ttl_s);
     let records = Arc::new(RecordStore::new(cluster.clone(), config.namespace(), ttl));
     records.start_pruning();
-    let executor = Arc::new(Executor::new(
-        cluster,
-        registry.clone(),
-        DedupeWindow::new(config.dedupe_capacity, ttl),
-        records,
-        outbox_tx,
-    ));
+    let executor = Arc::new(
+        Executor::new(
+            cluster,
+            registry.clone(),
+            DedupeWindow::new(config.dedupe_capacity, ttl),
+            records,
+            outbox_tx,
+        )
+        .with_presence(crate::exec::presence::Presence::new(
+            config.service_account(),
+        )),
+    );
     if let Some(addr) = settings.listen {
         let state = Arc::new(ApiState {
             registry: registry.clone(),

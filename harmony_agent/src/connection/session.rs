@@ -227,6 +227,7 @@ impl super::Agent {
         let mut renew_at = self.welcomed(&welcome, bootstrapping).await;
         let limit = welcome.max_frame_bytes;
         self.executor.set_peer_max_frame(limit);
+        self.executor.new_connection();
         let heartbeat = Duration::from_secs_f64(welcome.heartbeat_s.clamp(0.05, 3600.0));
         self.heartbeat_ms
             .store(heartbeat.as_millis() as u64, Ordering::Relaxed);

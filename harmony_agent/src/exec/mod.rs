@@ -6,9 +6,15 @@
 //! and completed with the `res` before the result is sent, so a redelivery after the agent's
 //! restart is answered with the first result, or resumed ([`resume`]) when the agent died
 //! mid-op. Every result is fitted to the control plane's frame limit ([`limits`]).
+//!
+//! A request carrying a project ([`Req::project`]) first makes the project present in the cluster
+//! ([`presence`]: namespace, quota, limits, the agent's RoleBinding) and is kept inside the
+//! project's namespace ([`containment`]).
 
+pub mod containment;
 pub mod limits;
 pub mod ops;
+pub mod presence;
 pub mod record;
 pub mod record_store;
 pub mod resume;
@@ -39,6 +45,10 @@ pub struct Executor {
     outbox: mpsc::UnboundedSender<Frame>,
     /// The control plane's `max_frame_bytes` from the last welcome.
     peer_max_frame: AtomicU64,
+    /// Which projects are present, and who the agent binds in their namespaces.
+    presence: presence::Presence,
+    /// Which kinds are namespaced (containment of project requests).
+    kinds: containment::KindScopes,
 }
 
 impl Executor {
@@ -58,7 +68,20 @@ impl Executor {
             records,
             outbox,
             peer_max_frame: AtomicU64::new(MAX_FRAME_BYTES as u64),
+            presence: presence::Presence::new(None),
+            kinds: containment::KindScopes::default(),
         }
+    }
+
+    /// Project presence as `presence` says (by default: no RoleBinding, 30 s quota wait).
+    pub fn with_presence(mut self, presence: presence::Presence) -> Self {
+        self.presence = presence;
+        self
+    }
+
+    /// A new connection to the control plane: what is present is checked again.
+    pub fn new_connection(&self) {
+        self.presence.forget();
     }
 
     /// Sets the control plane's frame limit (from its welcome); results above it are answered
@@ -141,6 +164,20 @@ impl Executor {
     async fn answer(&self, req: &Req) -> (Res, bool) {
         let Some(op) = Op::parse(&req.op) else {
             return (Res::err(&req.id, ops::unsupported(&req.op)), false);
+        };
+        let scoped;
+        let req = match &req.project {
+            Some(scope) => match self.for_project(op, req, scope).await {
+                Ok(r) => {
+                    scoped = r;
+                    &scoped
+                }
+                Err(e) => {
+                    log::info!("request {} failed: {}", req.id, e.message);
+                    return (Res::err(&req.id, e), false);
+                }
+            },
+            None => req,
         };
         if !record::has_effect(op) {
             log::info!("executing request {} ({op})", req.id);

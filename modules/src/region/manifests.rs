@@ -1,8 +1,11 @@
-//! The agent's manifests: Namespace, ServiceAccount, least-privilege RBAC for the v1 ops, the
-//! bootstrap Secret, the ConfigMap and a hardened Deployment.
+//! The agent's manifests: Namespace, ServiceAccount, its least-privilege RBAC and admission guard
+//! ([`super::rbac`], which says exactly what is granted), the bootstrap Secret, the ConfigMap
+//! and a hardened Deployment.
 
 use harmony::domain::capability::{CapabilityError, K8sObject};
 use serde_json::{Value, json};
+
+use super::rbac::rbac_objects;
 
 /// Name of the ServiceAccount, ConfigMap, Deployment and RBAC objects.
 pub const AGENT_NAME: &str = "harmony-agent";
@@ -12,18 +15,6 @@ pub const BOOTSTRAP_SECRET: &str = "harmony-agent-bootstrap";
 pub const IDENTITY_SECRET: &str = "harmony-agent-identity";
 const HEALTH_PORT: u16 = 8080;
 
-/// RBAC rules for the v1 ops: read and write any namespaced or cluster object a Score applies,
-/// but never `escalate`, `bind`, `impersonate`, `watch` or `deletecollection`, so the agent
-/// cannot grant itself or anyone more than it holds. Narrow them with
-/// [`super::RegionAgentRolloutScore::with_rules`].
-pub fn default_rules() -> Vec<Value> {
-    vec![json!({
-        "apiGroups": ["*"],
-        "resources": ["*"],
-        "verbs": ["get", "list", "create", "update", "patch", "delete"]
-    })]
-}
-
 /// Everything the manifests are made of.
 pub(super) struct AgentSpec<'a> {
     pub namespace: &'a str,
@@ -32,6 +23,7 @@ pub(super) struct AgentSpec<'a> {
     pub control_plane_url: &'a str,
     pub ca_pem: Option<&'a str>,
     pub image: &'a str,
+    /// Rights inside managed namespaces (ClusterRole `harmony-agent-managed`).
     pub rules: &'a [Value],
     /// Cluster-scoped rules a rollout option names (none by default).
     pub cluster_rules: &'a [Value],
@@ -45,58 +37,14 @@ fn labels() -> Value {
 
 pub(super) fn manifests(s: &AgentSpec<'_>) -> Result<Vec<K8sObject>, CapabilityError> {
     let ns = s.namespace;
-    let cluster_name = format!("{AGENT_NAME}-{ns}");
     let mut objects = vec![
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {
             "pod-security.kubernetes.io/enforce": "restricted",
             "app.kubernetes.io/part-of": "harmony"}}}),
         json!({"apiVersion": "v1", "kind": "ServiceAccount",
             "metadata": {"name": AGENT_NAME, "namespace": ns, "labels": labels()}}),
-        // In its own namespace: its identity Secret (no other Secret), and the ConfigMaps that
-        // record recent requests so a redelivered request is never run twice (the ops
-        // ClusterRole may be narrowed with `with_rules`; these must not be).
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": AGENT_NAME, "namespace": ns, "labels": labels()},
-        "rules": [
-            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [IDENTITY_SECRET],
-             "verbs": ["get", "update", "patch"]},
-            // `create` cannot be limited by name; the identity Secret must be created once.
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
-            {"apiGroups": [""], "resources": ["configmaps"],
-             "verbs": ["get", "list", "create", "patch", "delete"]}
-        ]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": AGENT_NAME, "namespace": ns, "labels": labels()},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": AGENT_NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": ns}]}),
-        // get_inventory: nodes, read-only.
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": format!("{cluster_name}-inventory"), "labels": labels()},
-            "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": format!("{cluster_name}-inventory"), "labels": labels()},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{cluster_name}-inventory")},
-            "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": ns}]}),
-        // apply_manifests, delete_manifests, get_objects.
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": format!("{cluster_name}-ops"), "labels": labels()},
-            "rules": s.rules}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": format!("{cluster_name}-ops"), "labels": labels()},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{cluster_name}-ops")},
-            "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": ns}]}),
     ];
-    if !s.cluster_rules.is_empty() {
-        objects.push(
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": format!("{cluster_name}-cluster"), "labels": labels()},
-            "rules": s.cluster_rules}),
-        );
-        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": format!("{cluster_name}-cluster"), "labels": labels()},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{cluster_name}-cluster")},
-            "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": ns}]}));
-    }
+    objects.extend(rbac_objects(ns, s.rules, s.cluster_rules));
     let mut data = json!({
         "HARMONY_CONTROL_PLANE_URL": s.control_plane_url,
         "HARMONY_REGION": s.region,
@@ -126,6 +74,8 @@ fn deployment(s: &AgentSpec<'_>) -> Value {
         from_config("HARMONY_ZONE"),
         json!({"name": "HARMONY_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}),
         json!({"name": "HARMONY_IDENTITY_SECRET", "value": IDENTITY_SECRET}),
+        // The ServiceAccount the agent binds in each project namespace it manages.
+        json!({"name": "HARMONY_SERVICE_ACCOUNT", "value": AGENT_NAME}),
         json!({"name": "HARMONY_BOOTSTRAP_TOKEN_FILE", "value": "/etc/harmony/bootstrap/token"}),
         json!({"name": "HARMONY_HEALTH_LISTEN", "value": format!("0.0.0.0:{HEALTH_PORT}")}),
     ];
@@ -217,10 +167,16 @@ mod tests {
                 "ServiceAccount",
                 "Role",
                 "RoleBinding",
+                "Namespace",
+                "Role",
+                "RoleBinding",
                 "ClusterRole",
                 "ClusterRoleBinding",
                 "ClusterRole",
                 "ClusterRoleBinding",
+                "ClusterRole",
+                "ValidatingAdmissionPolicy",
+                "ValidatingAdmissionPolicyBinding",
                 "ConfigMap",
                 "Secret",
                 "Deployment"
@@ -241,12 +197,17 @@ mod tests {
             .map(|o| o.value().to_string())
             .collect();
         assert!(!others.contains("hbt_secret"));
-        for rule in default_rules() {
+        for rule in super::super::rbac::default_rules() {
             let verbs = rule["verbs"].to_string();
             for forbidden in ["escalate", "bind", "impersonate", "*"] {
                 assert!(!verbs.contains(forbidden), "{verbs}");
             }
         }
+        let env = c["env"].to_string();
+        assert!(
+            env.contains(r#"{"name":"HARMONY_SERVICE_ACCOUNT","value":"harmony-agent"}"#),
+            "{env}"
+        );
         // The namespaced Role covers the request records whatever `with_rules` narrows.
         let role = objects[2].value();
         assert!(

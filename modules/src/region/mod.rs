@@ -2,10 +2,14 @@
 
 mod cluster_rules;
 mod manifests;
+mod rbac;
 mod resource;
 mod rollout;
 
 pub use cluster_rules::ClusterRule;
-pub use manifests::{AGENT_NAME, BOOTSTRAP_SECRET, IDENTITY_SECRET, default_rules};
+pub use manifests::{AGENT_NAME, BOOTSTRAP_SECRET, IDENTITY_SECRET};
+pub use rbac::{
+    MANAGED_CLUSTER_ROLE, OWNERSHIP_NAMESPACE, agent_user, default_rules, rbac_objects,
+};
 pub use resource::{RegionAgent, RegionAgentSpec};
 pub use rollout::RegionAgentRolloutScore;

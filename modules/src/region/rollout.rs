@@ -11,7 +11,8 @@ use harmony::domain::{
 use harmony::infra::agent::SecretString;
 use harmony_types::{Dns1123Label, RegionId, Version, ZoneId};
 
-use super::manifests::{AGENT_NAME, AgentSpec, BOOTSTRAP_SECRET, default_rules, manifests};
+use super::manifests::{AGENT_NAME, AgentSpec, BOOTSTRAP_SECRET, manifests};
+use super::rbac::default_rules;
 use crate::k8s::apply_objects;
 
 const DEFAULT_WAIT: Duration = Duration::from_secs(300);
@@ -78,14 +79,16 @@ impl RegionAgentRolloutScore {
         self
     }
 
-    /// RBAC rules of the ops ClusterRole (default [`default_rules`]).
+    /// The agent's rights inside the namespaces it manages: the rules of ClusterRole
+    /// `harmony-agent-managed` (default [`default_rules`]; see `region::rbac` for all it gets).
     pub fn with_rules(mut self, rules: Vec<Value>) -> Self {
         self.rules = rules;
         self
     }
 
-    /// Cluster-scoped RBAC rules the agent also gets (none by default): name here the
-    /// cluster-scoped kinds your Scores apply through the agent (e.g. CRDs, ClusterRoles).
+    /// Cluster-wide RBAC rules the agent also gets (none by default), through a ClusterRole and
+    /// ClusterRoleBinding: name here the cluster-scoped kinds your Scores apply through the
+    /// agent (e.g. CRDs), or namespaced rights it needs outside managed namespaces.
     pub fn with_cluster_rules(mut self, rules: Vec<Value>) -> Self {
         self.cluster_rules = rules;
         self

@@ -16,7 +16,7 @@ use harmony::infra::region_site::RegionSiteTopology;
 use harmony::types::{Dns1123Label, RegionId, ZoneId};
 use harmony_e2e::ApiServer;
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
-use harmony_modules::region::{IDENTITY_SECRET, RegionAgentRolloutScore};
+use harmony_modules::region::{IDENTITY_SECRET, MANAGED_CLUSTER_ROLE, RegionAgentRolloutScore};
 
 const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
 const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
@@ -213,12 +213,37 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(verbs.contains(&"patch"), "{verbs:?}");
-    for forbidden in ["escalate", "bind", "impersonate", "*"] {
+    for forbidden in ["escalate", "impersonate", "*"] {
         assert!(
             !verbs.contains(&forbidden),
             "{forbidden} granted: {verbs:?}"
         );
     }
+    // `bind` only on the managed-namespace ClusterRole, by name (the agent binds it in the
+    // project namespaces it creates), and that role is bound by no ClusterRoleBinding.
+    for rule in roles["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["rules"].as_array().unwrap())
+    {
+        if rule["verbs"].to_string().contains("bind") {
+            assert_eq!(
+                rule["resourceNames"],
+                serde_json::json!([MANAGED_CLUSTER_ROLE]),
+                "{rule}"
+            );
+        }
+    }
+    let bindings = kubectl_json(&server, &["get", "clusterrolebindings", "-o", "json"]).unwrap();
+    assert!(
+        bindings["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|b| b["roleRef"]["name"] != MANAGED_CLUSTER_ROLE),
+        "{bindings}"
+    );
     // The agent kept its identity in a Secret of its namespace, through its K8sClient.
     let identity = kubectl_json(
         &server,

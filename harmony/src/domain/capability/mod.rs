@@ -125,6 +125,21 @@ pub enum CapabilityError {
         /// The backend's own message (names the verb, resource and user).
         message: String,
     },
+    /// A quota refused the object: on Kubernetes a ResourceQuota of its namespace (a Harmony
+    /// project's quota in a region) has no room left for it.
+    #[error(
+        "{object}: exceeded ResourceQuota {quota} on {server}: {resource}; delete objects the quota counts, or have the quota raised (a Harmony project's: PUT /v1/admin/tenants/{{tenant}}/projects/{{project}}/quotas/{{region}})"
+    )]
+    QuotaExceeded {
+        /// The object refused.
+        object: String,
+        /// The quota, `namespace/name`.
+        quota: String,
+        /// The server that refused it.
+        server: String,
+        /// The resource(s) with their figures: `count/configmaps requested 1, used 2, limited 2`.
+        resource: String,
+    },
     /// The object, or something it needs (its namespace, its parent), does not exist.
     #[error(
         "{object}: not found on {server}: {message}; create what is missing first (often the namespace) or fix the name"

@@ -41,6 +41,15 @@ pub(super) fn from_agent(o: &Origin<'_>, e: ErrorBody) -> CapabilityError {
             server,
             message,
         },
+        code::QUOTA_EXCEEDED => {
+            let (quota, resource) = quota_parts(&message);
+            CapabilityError::QuotaExceeded {
+                object,
+                quota: quota.unwrap_or_else(|| "(unnamed)".into()),
+                server,
+                resource: resource.unwrap_or(message),
+            }
+        }
         code::NOT_FOUND => CapabilityError::NotFound {
             object,
             server,
@@ -201,6 +210,19 @@ fn conflict_parts(message: &str) -> (Option<String>, Option<String>) {
     (manager, fields)
 }
 
+/// Quota and resource of an agent's quota message, which is the direct adapter's
+/// `…: exceeded ResourceQuota shop/q on https://…: count/configmaps requested 1, …; delete …`.
+fn quota_parts(message: &str) -> (Option<String>, Option<String>) {
+    let Some((_, rest)) = message.split_once("exceeded ResourceQuota ") else {
+        return (None, None);
+    };
+    let (quota, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+    let resource = rest
+        .split_once(": ")
+        .map(|(_, r)| r.split_once("; delete ").map_or(r, |(r, _)| r).to_string());
+    (Some(quota.to_string()), resource)
+}
+
 /// Kind and apiVersion of `… has no kind Route in route.openshift.io/v1; install …`.
 fn unknown_kind_parts(message: &str) -> Option<(String, String)> {
     let (_, rest) = message.split_once(" has no kind ")?;
@@ -230,5 +252,33 @@ mod tests {
             Some(("Route".into(), "route.openshift.io/v1".into()))
         );
         assert_eq!(unknown_kind_parts("nothing"), None);
+    }
+
+    #[test]
+    fn quota_messages_are_read_back_into_a_quota_error() {
+        let direct = CapabilityError::QuotaExceeded {
+            object: "v1 ConfigMap acme-web/c3".into(),
+            quota: "acme-web/harmony-project-quota".into(),
+            server: "https://api:6443".into(),
+            resource: "count/configmaps requested 1, used 2, limited 2".into(),
+        };
+        let body = ErrorBody::new(code::QUOTA_EXCEEDED, direct.to_string());
+        let origin = Origin {
+            op: Op::ApplyManifests,
+            object: "v1 ConfigMap acme-web/c3",
+            kind: None,
+            server: "region east (through its agent)",
+            budget: Duration::from_secs(1),
+        };
+        match from_agent(&origin, body) {
+            CapabilityError::QuotaExceeded {
+                quota, resource, ..
+            } => {
+                assert_eq!(quota, "acme-web/harmony-project-quota");
+                assert_eq!(resource, "count/configmaps requested 1, used 2, limited 2");
+            }
+            other => panic!("not a quota error: {other}"),
+        }
+        assert_eq!(quota_parts("no structure"), (None, None));
     }
 }

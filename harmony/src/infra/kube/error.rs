@@ -17,6 +17,19 @@ pub(super) fn map(object: &ObjectRef, server: &str, e: Error) -> CapabilityError
                 fields: conflicting_fields(&status.message),
             }
         }
+        // A ResourceQuota's refusal is a 403 too, but the fix is another: free or raise quota.
+        Error::Api(status) if status.code == 403 && super::quota::is_quota(&status.message) => {
+            let q = super::quota::parse(&status.message);
+            CapabilityError::QuotaExceeded {
+                object: object.to_string(),
+                quota: match &object.namespace {
+                    Some(ns) => format!("{ns}/{}", q.quota),
+                    None => q.quota,
+                },
+                server: server.to_string(),
+                resource: q.resource,
+            }
+        }
         // The API server's verdicts keep their kind, so callers (and the agent's error codes)
         // can tell "not allowed" and "does not exist" from "refused as written".
         Error::Api(status) if status.code == 403 => CapabilityError::Forbidden {
@@ -102,6 +115,19 @@ mod tests {
             e(422, "Invalid", "spec.replicas: Invalid value"),
             CapabilityError::Rejected { .. }
         ));
+        match e(
+            403,
+            "Forbidden",
+            "configmaps \"web\" is forbidden: exceeded quota: q, requested: count/configmaps=1, used: count/configmaps=2, limited: count/configmaps=2",
+        ) {
+            CapabilityError::QuotaExceeded {
+                quota, resource, ..
+            } => {
+                assert_eq!(quota, "shop/q");
+                assert_eq!(resource, "count/configmaps requested 1, used 2, limited 2");
+            }
+            other => panic!("a quota refusal is not {other:?}"),
+        }
         let text = e(403, "Forbidden", "no").to_string();
         assert!(
             text.contains("forbidden by https://api:6443") && text.contains("Role or ClusterRole"),

@@ -4,6 +4,7 @@ mod apply;
 mod applyset;
 mod error;
 mod normalize;
+mod quota;
 mod resolve;
 mod topology;
 
