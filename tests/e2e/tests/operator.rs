@@ -69,12 +69,12 @@ const AGENT_OBJECTS: [(&str, &str, Option<&str>); 9] = [
     ),
     (
         "clusterroles.rbac.authorization.k8s.io",
-        "harmony-agent-harmony-agent-ops",
+        "harmony-agent-harmony-agent-projects",
         None,
     ),
     (
         "clusterrolebindings.rbac.authorization.k8s.io",
-        "harmony-agent-harmony-agent-ops",
+        "harmony-agent-harmony-agent-projects",
         None,
     ),
 ];
