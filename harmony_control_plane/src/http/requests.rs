@@ -66,6 +66,7 @@ pub async fn submit(
         id: body.id,
         op: body.op,
         params: body.params,
+        zone: body.zone,
     };
     if !wants_stream(&query, &headers) {
         let res = requests::call(&s.cp, &region, sub, wait).await?;

@@ -14,6 +14,7 @@ pub mod regions;
 pub mod requests;
 pub mod sessions;
 pub mod settle;
+pub mod zones;
 
 mod background;
 

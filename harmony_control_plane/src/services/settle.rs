@@ -93,6 +93,7 @@ pub async fn send(
         id: Some(request_id(rec, verb)),
         op: verb.op().as_str().to_string(),
         params,
+        zone: (!rec.zone.is_empty()).then(|| rec.zone.clone()),
     };
     requests::submit(cp, &rec.region, sub).await
 }
@@ -335,6 +336,8 @@ mod tests {
             id: "q1".into(),
             service_type: "queue".into(),
             region: "eu".into(),
+            zone: "z1".into(),
+            parent: None,
             state,
             detail: String::new(),
             provider: None,

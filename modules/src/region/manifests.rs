@@ -87,9 +87,11 @@ pub(super) fn manifests(s: &AgentSpec<'_>) -> Result<Vec<K8sObject>, CapabilityE
             "subjects": [{"kind": "ServiceAccount", "name": AGENT_NAME, "namespace": ns}]}),
     ];
     if !s.cluster_rules.is_empty() {
-        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        objects.push(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": format!("{cluster_name}-cluster"), "labels": labels()},
-            "rules": s.cluster_rules}));
+            "rules": s.cluster_rules}),
+        );
         objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": format!("{cluster_name}-cluster"), "labels": labels()},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{cluster_name}-cluster")},

@@ -17,11 +17,14 @@ mod requests;
 mod services;
 #[path = "control_plane_store/tls.rs"]
 mod tls;
+#[path = "control_plane_store/zones.rs"]
+mod zones;
 
 use credentials::*;
 use events::*;
 use requests::*;
 use services::*;
+use zones::*;
 
 use harmony_control_plane::store::{self, Store, StoreConfig};
 use harmony_e2e::postgres::PgServer;
@@ -102,6 +105,8 @@ contract!(
     service_instance_cancel_and_claim_exclude_each_other,
     service_instances_survive_reopening_the_store,
     published_events_reach_subscribers,
+    zones_are_added_listed_and_decommissioned_one_by_one,
+    sessions_and_requests_are_kept_per_zone,
 );
 
 fn hash(tag: &str) -> [u8; 32] {

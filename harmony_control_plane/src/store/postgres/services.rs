@@ -11,7 +11,7 @@ use super::Error;
 use crate::store::{Outcome, ServiceRecord, now_ms};
 
 const COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, \
-     created_at, updated_at";
+     created_at, updated_at, zone, parent";
 
 fn row(r: &Row) -> Result<ServiceRecord, Error> {
     let state: String = r.try_get(3)?;
@@ -32,6 +32,8 @@ fn row(r: &Row) -> Result<ServiceRecord, Error> {
         attempts: u32::try_from(r.try_get::<_, i64>(8)?).unwrap_or(u32::MAX),
         created_at: r.try_get(9)?,
         updated_at: r.try_get(10)?,
+        zone: r.try_get::<_, Option<String>>(11)?.unwrap_or_default(),
+        parent: r.try_get(12)?,
     })
 }
 
@@ -54,7 +56,9 @@ pub async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
         .execute(
             &format!(
                 "INSERT INTO service_instances ({COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+                     COALESCE(NULLIF($12, ''), (SELECT zone FROM regions WHERE name = $3), ''), $13)
+                 ON CONFLICT (id) DO NOTHING"
             ),
             &[
                 &rec.id,
@@ -68,6 +72,8 @@ pub async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
                 &i64::from(rec.attempts),
                 &rec.created_at,
                 &rec.updated_at,
+                &rec.zone,
+                &rec.parent,
             ],
         )
         .await?;

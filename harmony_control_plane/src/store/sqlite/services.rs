@@ -9,7 +9,7 @@ use super::conversion;
 use crate::store::{Outcome, ServiceRecord, now_ms};
 
 const COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, \
-     created_at, updated_at";
+     created_at, updated_at, zone, parent";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<ServiceRecord> {
     let state: String = r.get(3)?;
@@ -29,6 +29,8 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ServiceRecord> {
         attempts: r.get(8)?,
         created_at: r.get(9)?,
         updated_at: r.get(10)?,
+        zone: r.get::<_, Option<String>>(11)?.unwrap_or_default(),
+        parent: r.get(12)?,
     })
 }
 
@@ -45,7 +47,8 @@ pub fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bool> {
     let n = c.execute(
         &format!(
             "INSERT OR IGNORE INTO service_instances ({COLUMNS})
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+                 COALESCE(NULLIF(?12, ''), (SELECT zone FROM regions WHERE name = ?3), ''), ?13)"
         ),
         params![
             rec.id,
@@ -59,6 +62,8 @@ pub fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bool> {
             rec.attempts,
             rec.created_at,
             rec.updated_at,
+            rec.zone,
+            rec.parent,
         ],
     )?;
     Ok(n == 1)
