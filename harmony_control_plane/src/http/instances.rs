@@ -101,6 +101,6 @@ pub async fn delete(
     Ok(match instances::delete(&s.cp, &id).await? {
         Deleted::Cancelled => (StatusCode::OK, Json(ended(&id, "cancelled", None))),
         Deleted::Gone(detail) => (StatusCode::OK, Json(ended(&id, "deleted", detail))),
-        Deleted::Deleting(r) => (StatusCode::ACCEPTED, Json(instance(r))),
+        Deleted::Deleting(r) => (StatusCode::ACCEPTED, Json(instance(*r))),
     })
 }

@@ -115,7 +115,7 @@ pub enum Deleted {
     /// The record is gone; `detail` says why when it was forgotten rather than deleted.
     Gone(Option<String>),
     /// The provider is still deleting it.
-    Deleting(ServiceRecord),
+    Deleting(Box<ServiceRecord>),
 }
 
 fn exists(rec: &ServiceRecord) -> InstanceError {
@@ -338,7 +338,7 @@ pub async fn delete(cp: &ControlPlane, id: &str) -> Result<Deleted, InstanceErro
                     }
                     return Ok(match cp.store.service(id).await? {
                         None => Deleted::Gone(None),
-                        Some(rec) => Deleted::Deleting(rec),
+                        Some(rec) => Deleted::Deleting(Box::new(rec)),
                     });
                 }
             }

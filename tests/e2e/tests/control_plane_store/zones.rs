@@ -203,3 +203,139 @@ pub(super) async fn sessions_and_requests_are_kept_per_zone(db: Db) {
     assert!(s.mark_sent("r2", 4).await.unwrap());
     assert_eq!(s.queued_zones().await.unwrap(), [("eu".into(), "a".into())]);
 }
+
+/// The PostgreSQL schema of version 1 (one zone per region), as that release created it.
+const POSTGRES_RELEASE_1: &str = "
+CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);
+CREATE TABLE IF NOT EXISTS regions (
+    name TEXT PRIMARY KEY,
+    zone TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    decommissioned_at BIGINT
+);
+CREATE TABLE IF NOT EXISTS bootstrap_tokens (
+    id BIGSERIAL PRIMARY KEY,
+    region TEXT NOT NULL REFERENCES regions(name),
+    hash BYTEA NOT NULL UNIQUE,
+    salt BYTEA NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    used_at BIGINT,
+    revoked_at BIGINT
+);
+CREATE TABLE IF NOT EXISTS identities (
+    id BIGSERIAL PRIMARY KEY,
+    region TEXT NOT NULL REFERENCES regions(name),
+    hash BYTEA NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT,
+    expires_at BIGINT,
+    first_used_at BIGINT,
+    valid_until BIGINT,
+    bootstrap_id BIGINT REFERENCES bootstrap_tokens(id)
+);
+CREATE TABLE IF NOT EXISTS service_instances (
+    id TEXT PRIMARY KEY,
+    service_type TEXT NOT NULL,
+    region TEXT NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT '',
+    provider TEXT,
+    outputs TEXT NOT NULL DEFAULT '{}',
+    spec TEXT NOT NULL DEFAULT '{}',
+    attempts BIGINT NOT NULL DEFAULT 0,
+    created_at BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    region TEXT PRIMARY KEY,
+    replica TEXT NOT NULL,
+    conn TEXT NOT NULL,
+    connected BOOLEAN NOT NULL,
+    connected_at BIGINT NOT NULL,
+    disconnected_at BIGINT,
+    last_heartbeat_at BIGINT NOT NULL,
+    hello_json TEXT NOT NULL,
+    status_json TEXT,
+    services_json TEXT,
+    max_frame_bytes BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS requests (
+    seq BIGSERIAL NOT NULL,
+    id TEXT PRIMARY KEY,
+    region TEXT NOT NULL,
+    op TEXT NOT NULL,
+    params TEXT NOT NULL,
+    body_hash BYTEA NOT NULL,
+    state TEXT NOT NULL,
+    res TEXT,
+    created_at BIGINT NOT NULL,
+    sent_at BIGINT,
+    completed_at BIGINT,
+    deliveries BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS identities_by_region ON identities(region);
+CREATE INDEX IF NOT EXISTS identities_by_bootstrap ON identities(bootstrap_id);
+CREATE INDEX IF NOT EXISTS bootstrap_by_region ON bootstrap_tokens(region);
+CREATE INDEX IF NOT EXISTS service_instances_by_state ON service_instances(state);
+CREATE INDEX IF NOT EXISTS sessions_by_replica ON sessions(replica);
+CREATE INDEX IF NOT EXISTS requests_unanswered ON requests(region, seq)
+    WHERE state IN ('queued', 'sent');
+CREATE INDEX IF NOT EXISTS requests_queued ON requests(region) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
+    WHERE state IN ('done', 'cancelled');
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_version_1_database_gets_zones_in_place() {
+    let db = Db::postgres();
+    let Db::Postgres { url, .. } = &db else {
+        unreachable!()
+    };
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connecting: {e:?}"));
+    let driver = tokio::spawn(conn);
+    client.batch_execute(POSTGRES_RELEASE_1).await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO schema_version (version) VALUES (1);
+             INSERT INTO regions (name, zone, created_at) VALUES ('eu', 'paris', 1);
+             INSERT INTO sessions (region, replica, conn, connected, connected_at,
+                 last_heartbeat_at, hello_json, max_frame_bytes)
+                 VALUES ('eu', 'r1', 'c1', FALSE, 1, 1, '{}', 1024);
+             INSERT INTO requests (id, region, op, params, body_hash, state, created_at)
+                 VALUES ('q1', 'eu', 'op', '{}', decode(repeat('00', 32), 'hex'), 'queued', 1);",
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "INSERT INTO identities (region, hash, created_at) VALUES ('eu', $1, 1)",
+            &[&&hash("hid")[..]],
+        )
+        .await
+        .unwrap();
+    drop(client);
+    let _ = driver.await;
+
+    let s = db.open().await;
+    let zones = s.zones().await.unwrap();
+    assert_eq!(
+        (zones.len(), zones[0].zone.as_str(), zones[0].has_identity),
+        (1, "paris", true)
+    );
+    assert_eq!(s.session("eu", "paris").await.unwrap().unwrap().conn, "c1");
+    assert_eq!(s.request("q1").await.unwrap().unwrap().zone, "paris");
+    match s.check(&hash("hid"), now_ms()).await.unwrap() {
+        Ok(Credential::Identity { zone, .. }) => assert_eq!(zone, "paris"),
+        other => panic!("{other:?}"),
+    }
+    // Sessions are keyed by (region, zone) now: a second zone's row sits beside the first.
+    s.add_zone("eu", "lyon").await.unwrap();
+    assert!(s.session_open(&session("lyon", "c2", 5)).await.unwrap());
+    assert_eq!(s.sessions().await.unwrap().len(), 2);
+    // A second replica starting on the upgraded schema changes nothing.
+    let again = db.open().await;
+    assert_eq!(again.sessions().await.unwrap().len(), 2);
+}
