@@ -83,3 +83,5 @@ pub(crate) fn random_hex(bytes: usize) -> Result<String, getrandom::Error> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod zone_tests;
