@@ -42,20 +42,11 @@ impl Snapshot {
         })
     }
 
-    /// Reads it from the store.
+    /// Reads it from the store, with the unanswered request counts.
     pub async fn read(cp: &ControlPlane) -> Result<Self, StoreError> {
-        let sessions = cp
-            .store
-            .sessions()
-            .await?
-            .into_iter()
-            .map(|s| ((s.region.clone(), s.zone.clone()), s))
-            .collect();
-        Ok(Self {
-            zones: cp.store.zones().await?,
-            sessions,
-            pending: cp.store.unanswered_counts().await?,
-        })
+        let mut snap = Self::read_live(cp).await?;
+        snap.pending = cp.store.unanswered_counts().await?;
+        Ok(snap)
     }
 
     /// The zones of `r`, first zone first (its record's zone when the store lists none).
@@ -170,11 +161,11 @@ pub fn describe_zone(z: &ZoneRecord, snap: &Snapshot, now: i64, policy: &HealthP
 /// first). Objects labelled for another region or zone are refused (containment).
 pub(crate) async fn place_request(
     cp: &ControlPlane,
-    record: &crate::store::RegionRecord,
+    record: &RegionRecord,
     sub: &requests::Submission,
 ) -> Result<String, requests::RequestError> {
     let region = record.name.as_str();
-    let snap = regions::Snapshot::read_live(cp).await?;
+    let snap = Snapshot::read_live(cp).await?;
     let zones: Vec<_> = snap
         .zones_of(record)
         .into_iter()
@@ -217,7 +208,7 @@ pub async fn region_offers(
     pin: Option<(&str, &str)>,
 ) -> Result<Vec<RegionOffers>, StoreError> {
     let counts = cp.store.live_services_by_region().await?;
-    let snap = regions::Snapshot::read_live(cp).await?;
+    let snap = Snapshot::read_live(cp).await?;
     let now = now_ms();
     let policy = &cp.settings.policy;
     Ok(cp
