@@ -24,6 +24,7 @@
 //! ignored so later minor additions stay readable by v1 peers.
 
 mod codec;
+pub mod containment;
 pub mod ops;
 pub mod raw;
 pub mod secret;
@@ -253,6 +254,13 @@ pub struct AgentStatus {
     /// Requests executing now.
     #[serde(default)]
     pub in_flight: u32,
+    /// Nodes in the agent's cluster at its last probe (`None`: not reported, or it may not list
+    /// nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_count: Option<u32>,
+    /// The cluster's allocatable capacity, summed over its nodes at the last probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocatable: Option<ops::Capacity>,
 }
 
 /// `req`: an op for the agent to execute.

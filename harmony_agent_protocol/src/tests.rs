@@ -100,6 +100,12 @@ fn seeds() -> Vec<String> {
                 k8s_reachable: true,
                 detail: Some("v1.35".into()),
                 in_flight: 2,
+                node_count: Some(3),
+                allocatable: Some(crate::ops::Capacity {
+                    cpu_millis: 12_000,
+                    memory_bytes: 48 << 30,
+                    pods: 330,
+                }),
             },
         })),
         encode(&Frame::Req(

@@ -17,7 +17,9 @@
 //!                                                 ProjectQuota       -> 200 Project
 //! GET    /v1/projects                                                -> 200 ProjectList    T
 //! POST   /v1/admin/regions                        CreateRegion       -> 201 BootstrapToken
-//! POST   /v1/admin/regions/{region}/bootstrap-token                  -> 201 BootstrapToken
+//! POST   /v1/admin/regions/{region}/bootstrap-token  [NewBootstrap]  -> 201 BootstrapToken
+//! POST   /v1/admin/regions/{region}/zones         AddZone            -> 201 BootstrapToken
+//! DELETE /v1/admin/regions/{region}/zones/{zone}                     -> 200 Decommissioned
 //! DELETE /v1/admin/regions/{region}                                  -> 200 Decommissioned
 //! GET    /v1/regions                                                 -> 200 RegionList     T
 //! GET    /v1/regions/{region}                                        -> 200 RegionView     T
@@ -38,10 +40,14 @@ pub mod tenancy;
 
 pub use tenancy::*;
 
+mod zones;
+
+pub use harmony_agent_protocol::ops::Capacity;
 use harmony_agent_protocol::{RawJson, Res, SecretString, ServiceOffer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
+pub use zones::{AddZone, NewBootstrap, ZoneView, region_health};
 
 /// The media type of a streamed request answer: one [`RequestEvent`] per line.
 pub const NDJSON: &str = "application/x-ndjson";
@@ -143,26 +149,32 @@ impl fmt::Debug for BootstrapToken {
     }
 }
 
-/// `DELETE /v1/admin/regions/{region}`.
+/// `DELETE /v1/admin/regions/{region}` (and `.../zones/{zone}`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decommissioned {
     /// The region.
     pub region: String,
+    /// The zone, when only one zone was decommissioned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
     /// Always `true` in a success answer.
     pub decommissioned: bool,
 }
 
 /// A region as `GET /v1/regions` reports it: its record and, from whichever replica holds its
-/// agent, the live state.
+/// agents, the live state. `health` is the region's: healthy when any zone is, else unhealthy
+/// when any zone is, else unavailable. The other top-level fields describe the region's first
+/// zone (the one it was created with), so a one-zone region reads as it always did; `zones`
+/// describes each zone.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RegionView {
     /// The region.
     pub region: String,
     /// Its zone.
     pub zone: String,
-    /// Its zones (one per cluster).
+    /// Its zones (one per cluster), the first zone first.
     #[serde(default)]
-    pub zones: Vec<String>,
+    pub zones: Vec<ZoneView>,
     /// Creation time, ms since the Unix epoch.
     #[serde(default)]
     pub created_at: i64,
@@ -223,17 +235,21 @@ impl RegionView {
         TenantRegionView {
             region: self.region.clone(),
             zone: self.zone.clone(),
-            // One health per region until zones report their own.
             zones: self
                 .zones
                 .iter()
                 .map(|z| TenantZoneView {
-                    zone: z.clone(),
-                    health: self.health,
+                    zone: z.zone.clone(),
+                    health: z.health,
                 })
                 .collect(),
             health: self.health,
         }
+    }
+
+    /// One of its zones.
+    pub fn zone(&self, zone: &str) -> Option<&ZoneView> {
+        self.zones.iter().find(|z| z.zone == zone)
     }
 }
 
@@ -268,6 +284,10 @@ pub struct SubmitRequest {
     /// The project's tenant, for the admin acting for a tenant (a tenant token implies its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// The zone whose agent runs it; the control plane picks a healthy zone when absent (then
+    /// an unhealthy one, then the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
 }
 
 /// Where a durable request stands.
@@ -291,6 +311,9 @@ pub struct RequestStatus {
     pub id: String,
     /// Its region.
     pub region: String,
+    /// The zone it was placed in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
     /// Its op.
     pub op: String,
     /// Where it stands.
@@ -416,6 +439,10 @@ pub struct CreateService {
     /// The project's tenant, for the admin acting for a tenant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// The instance this one belongs to: it is placed in its parent's region and zone (naming
+    /// another region is refused with 422 `containment`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// A service instance as the control plane reports it.
@@ -429,6 +456,12 @@ pub struct ServiceInstance {
     /// The region it is placed in.
     #[serde(default)]
     pub region: String,
+    /// The zone it is placed in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// The instance it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
     /// `queued`, `pending`, `provisioning`, `ready`, `failed`, `deleting`; a delete also answers
     /// `cancelled` or `deleted`.
     pub state: String,

@@ -1,9 +1,10 @@
 //! This replica's live agent connections, and the heartbeats they received that are not yet in
 //! the store.
 //!
-//! The hub only routes: it never calls the store. Who holds a region's connection *durably* is
+//! The hub only routes: it never calls the store. Who holds a zone's connection *durably* is
 //! the session row in the store; the hub is how this replica reaches the connections it holds
-//! (to deliver requests, or close them on revocation or replacement).
+//! (to deliver requests, or close them on revocation or replacement). Connections are keyed by
+//! (region, zone): each zone of a region is its own cluster with its own agent.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +26,7 @@ pub enum Command {
 pub struct Inbox {
     /// Close and other commands.
     pub commands: mpsc::UnboundedReceiver<Command>,
-    /// Signalled when the region may have requests to deliver.
+    /// Signalled when the zone may have requests to deliver.
     pub deliver: Arc<Notify>,
 }
 
@@ -34,7 +35,7 @@ pub struct Inbox {
 pub struct Reserved {
     /// The id.
     pub id: String,
-    /// Its order on this replica: a later connection of a region wins over an earlier one.
+    /// Its order on this replica: a later connection of a zone wins over an earlier one.
     pub seq: u64,
 }
 
@@ -45,12 +46,19 @@ struct Connection {
     deliver: Arc<Notify>,
 }
 
-/// The live connections of this replica, one per region.
+/// A (region, zone) pair: what one agent connection serves.
+pub type ZoneKey = (String, String);
+
+fn key(region: &str, zone: &str) -> ZoneKey {
+    (region.to_string(), zone.to_string())
+}
+
+/// The live connections of this replica, one per (region, zone).
 pub struct Hub {
     replica: String,
     next: AtomicU64,
-    connections: Mutex<HashMap<String, Connection>>,
-    /// The latest unflushed heartbeat of each region (a newer beat replaces an older one).
+    connections: Mutex<HashMap<ZoneKey, Connection>>,
+    /// The latest unflushed heartbeat of each connection (a newer beat replaces an older one).
     beats: Mutex<HashMap<String, Heartbeat>>,
 }
 
@@ -84,18 +92,25 @@ impl Hub {
         }
     }
 
-    /// Registers a welcomed connection of `region`, closing the one this replica held before
-    /// (`replaced` is its close code and reason). `None` when this replica already holds a
-    /// connection of the region reserved later: the new one is stale.
-    pub fn connect(&self, region: &str, conn: &Reserved, replaced: (u16, &str)) -> Option<Inbox> {
+    /// Registers a welcomed connection of `region`/`zone`, closing the one this replica held
+    /// before (`replaced` is its close code and reason). `None` when this replica already holds
+    /// a connection of the zone reserved later: the new one is stale.
+    pub fn connect(
+        &self,
+        region: &str,
+        zone: &str,
+        conn: &Reserved,
+        replaced: (u16, &str),
+    ) -> Option<Inbox> {
         let (tx, rx) = mpsc::unbounded_channel();
         let deliver = Arc::new(Notify::new());
         let mut connections = lock(&self.connections);
-        if connections.get(region).is_some_and(|c| c.seq > conn.seq) {
+        let k = key(region, zone);
+        if connections.get(&k).is_some_and(|c| c.seq > conn.seq) {
             return None;
         }
         let old = connections.insert(
-            region.to_string(),
+            k,
             Connection {
                 id: conn.id.clone(),
                 seq: conn.seq,
@@ -114,24 +129,28 @@ impl Hub {
         })
     }
 
-    /// Forgets connection `conn` of `region` if it is still the current one; `true` if it was.
-    pub fn disconnect(&self, region: &str, conn: &str) -> bool {
+    /// Forgets connection `conn` of `region`/`zone` if it is still the current one; `true` if
+    /// it was.
+    pub fn disconnect(&self, region: &str, zone: &str, conn: &str) -> bool {
         let mut connections = lock(&self.connections);
-        if connections.get(region).is_some_and(|c| c.id == conn) {
-            connections.remove(region);
+        let k = key(region, zone);
+        if connections.get(&k).is_some_and(|c| c.id == conn) {
+            connections.remove(&k);
             true
         } else {
             false
         }
     }
 
-    /// The connection id this replica holds for `region`, if any.
-    pub fn holds(&self, region: &str) -> Option<String> {
-        lock(&self.connections).get(region).map(|c| c.id.clone())
+    /// The connection id this replica holds for `region`/`zone`, if any.
+    pub fn holds(&self, region: &str, zone: &str) -> Option<String> {
+        lock(&self.connections)
+            .get(&key(region, zone))
+            .map(|c| c.id.clone())
     }
 
-    /// The regions this replica holds a connection of.
-    pub fn regions(&self) -> Vec<String> {
+    /// The (region, zone) pairs this replica holds a connection of.
+    pub fn zones(&self) -> Vec<ZoneKey> {
         lock(&self.connections).keys().cloned().collect()
     }
 
@@ -140,43 +159,58 @@ impl Hub {
         lock(&self.connections).len()
     }
 
-    /// Wakes `region`'s connection to deliver what is queued; `false` when not held here.
-    pub fn nudge(&self, region: &str) -> bool {
-        match lock(&self.connections).get(region) {
-            Some(c) => {
+    /// Wakes the connection of `region`'s zone `zone` (every zone of the region when `None`)
+    /// to deliver what is queued; `false` when none is held here.
+    pub fn nudge(&self, region: &str, zone: Option<&str>) -> bool {
+        let mut any = false;
+        for ((r, z), c) in lock(&self.connections).iter() {
+            if r == region && zone.is_none_or(|zone| zone == z) {
                 c.deliver.notify_one();
-                true
+                any = true;
             }
-            None => false,
         }
+        any
     }
 
-    /// Closes `region`'s connection (only if its id is `conn`, when given); `false` when this
-    /// replica holds no such connection.
-    pub fn close(&self, region: &str, conn: Option<&str>, code: u16, reason: &str) -> bool {
+    /// Closes the connection of `region`'s zone `zone` (every zone when `None`), only if its id
+    /// is `conn` when given; `false` when this replica holds no such connection.
+    pub fn close(
+        &self,
+        region: &str,
+        zone: Option<&str>,
+        conn: Option<&str>,
+        code: u16,
+        reason: &str,
+    ) -> bool {
         let connections = lock(&self.connections);
-        match connections.get(region) {
-            Some(c) if conn.is_none_or(|id| id == c.id) => c
-                .commands
-                .send(Command::Close(code, reason.to_string()))
-                .is_ok(),
-            _ => false,
+        let mut any = false;
+        for ((r, z), c) in connections.iter() {
+            if r == region
+                && zone.is_none_or(|zone| zone == z)
+                && conn.is_none_or(|id| id == c.id)
+                && c.commands
+                    .send(Command::Close(code, reason.to_string()))
+                    .is_ok()
+            {
+                any = true;
+            }
         }
+        any
     }
 
-    /// Buffers a heartbeat until the next flush; a newer beat of the region replaces it, but a
-    /// status it carried is kept when the newer one carries none.
+    /// Buffers a heartbeat until the next flush; a newer beat of the same connection replaces
+    /// it, but a status it carried is kept when the newer one carries none.
     pub fn heartbeat(&self, beat: Heartbeat) {
         let mut beats = lock(&self.beats);
-        match beats.get_mut(&beat.region) {
-            Some(old) if old.conn == beat.conn => {
+        match beats.get_mut(&beat.conn) {
+            Some(old) => {
                 old.at = old.at.max(beat.at);
                 if beat.status_json.is_some() {
                     old.status_json = beat.status_json;
                 }
             }
-            _ => {
-                beats.insert(beat.region.clone(), beat);
+            None => {
+                beats.insert(beat.conn.clone(), beat);
             }
         }
     }
@@ -186,15 +220,10 @@ impl Hub {
         lock(&self.beats).drain().map(|(_, b)| b).collect()
     }
 
-    /// Takes the buffered heartbeat of `region`'s connection `conn`, if any (written before the
-    /// session is closed, so the last heartbeat time is exact).
-    pub fn take_heartbeat(&self, region: &str, conn: &str) -> Option<Heartbeat> {
-        let mut beats = lock(&self.beats);
-        if beats.get(region).is_some_and(|b| b.conn == conn) {
-            beats.remove(region)
-        } else {
-            None
-        }
+    /// Takes the buffered heartbeat of connection `conn`, if any (written before the session is
+    /// closed, so the last heartbeat time is exact).
+    pub fn take_heartbeat(&self, conn: &str) -> Option<Heartbeat> {
+        lock(&self.beats).remove(conn)
     }
 }
 
@@ -217,28 +246,52 @@ mod tests {
         let (first, second) = (hub.reserve(), hub.reserve());
         assert!(first.id.starts_with("r1-"));
         assert_ne!(first.id, second.id);
-        let mut first_inbox = hub.connect("eu", &first, (4008, "replaced")).unwrap();
-        let _inbox = hub.connect("eu", &second, (4008, "replaced")).unwrap();
+        let mut first_inbox = hub.connect("eu", "a", &first, (4008, "replaced")).unwrap();
+        let _inbox = hub.connect("eu", "a", &second, (4008, "replaced")).unwrap();
         assert_eq!(
             first_inbox.commands.try_recv(),
             Ok(Command::Close(4008, "replaced".into()))
         );
         // The earlier connection registering late does not replace the later one.
-        assert!(hub.connect("eu", &first, (4008, "replaced")).is_none());
+        assert!(hub.connect("eu", "a", &first, (4008, "replaced")).is_none());
         let (first, second) = (first.id, second.id);
         // The old connection's end does not forget the new one.
-        assert!(!hub.disconnect("eu", &first));
-        assert_eq!(hub.holds("eu"), Some(second.clone()));
+        assert!(!hub.disconnect("eu", "a", &first));
+        assert_eq!(hub.holds("eu", "a"), Some(second.clone()));
         // A close aimed at another connection id is not for this one.
-        assert!(!hub.close("eu", Some(&first), 4004, "revoked"));
-        assert!(hub.close("eu", None, 4004, "revoked"));
-        assert!(hub.nudge("eu") && !hub.nudge("us"));
-        assert!(hub.disconnect("eu", &second));
+        assert!(!hub.close("eu", Some("a"), Some(&first), 4004, "revoked"));
+        assert!(hub.close("eu", None, None, 4004, "revoked"));
+        assert!(hub.nudge("eu", None) && !hub.nudge("us", None) && !hub.nudge("eu", Some("b")));
+        assert!(hub.disconnect("eu", "a", &second));
         assert_eq!(hub.connected(), 0);
     }
 
     #[test]
-    fn heartbeats_are_coalesced_per_region_until_flushed() {
+    fn each_zone_of_a_region_has_its_own_connection() {
+        let hub = Hub::new("r1");
+        let (a, b) = (hub.reserve(), hub.reserve());
+        let mut inbox_a = hub.connect("eu", "a", &a, (4008, "replaced")).unwrap();
+        let mut inbox_b = hub.connect("eu", "b", &b, (4008, "replaced")).unwrap();
+        // A second zone does not replace the first.
+        assert!(inbox_a.commands.try_recv().is_err());
+        assert_eq!(hub.holds("eu", "a"), Some(a.id.clone()));
+        assert_eq!(hub.holds("eu", "b"), Some(b.id.clone()));
+        // Closing one zone leaves the other; closing the region closes both.
+        assert!(hub.close("eu", Some("b"), None, 4004, "zone decommissioned"));
+        assert!(inbox_a.commands.try_recv().is_err());
+        assert_eq!(
+            inbox_b.commands.try_recv(),
+            Ok(Command::Close(4004, "zone decommissioned".into()))
+        );
+        assert!(hub.close("eu", None, None, 4004, "revoked"));
+        assert!(inbox_a.commands.try_recv().is_ok() && inbox_b.commands.try_recv().is_ok());
+        let mut zones = hub.zones();
+        zones.sort();
+        assert_eq!(zones, vec![key("eu", "a"), key("eu", "b")]);
+    }
+
+    #[test]
+    fn heartbeats_are_coalesced_per_connection_until_flushed() {
         let hub = Hub::new("r1");
         hub.heartbeat(beat("eu", "c1", 10, Some("{\"k8s_reachable\":true}")));
         hub.heartbeat(beat("eu", "c1", 20, None));
@@ -254,12 +307,10 @@ mod tests {
         );
         assert!(hub.take_heartbeats().is_empty());
         hub.heartbeat(beat("eu", "c1", 30, None));
-        // A new connection's beat replaces the old connection's.
+        // Another connection (a new one, or another zone's) has its own beat.
         hub.heartbeat(beat("eu", "c3", 31, None));
-        assert_eq!(hub.take_heartbeat("eu", "c1"), None);
-        assert_eq!(
-            hub.take_heartbeat("eu", "c3"),
-            Some(beat("eu", "c3", 31, None))
-        );
+        assert_eq!(hub.take_heartbeat("c1"), Some(beat("eu", "c1", 30, None)));
+        assert_eq!(hub.take_heartbeat("c3"), Some(beat("eu", "c3", 31, None)));
+        assert_eq!(hub.take_heartbeat("c3"), None);
     }
 }

@@ -77,6 +77,7 @@ async fn main() -> ExitCode {
         spec,
         region: args.region.clone(),
         id: None,
+        parent: None,
     };
     let wait = Duration::from_secs(args.wait_s);
     let result = example_service_instance::create_and_wait(&cp, &request, wait, |i| {

@@ -240,6 +240,13 @@ fn spawn_probe(executor: Arc<Executor>, status: Arc<Mutex<AgentStatus>>, every: 
         loop {
             let result = executor.probe().await;
             let ok = result.is_ok();
+            // Node count and capacity for the control plane's admin view; a cluster whose nodes
+            // this agent may not list reports none.
+            let nodes = if ok {
+                executor.node_summary().await
+            } else {
+                None
+            };
             if last_ok != Some(ok) {
                 match &result {
                     Ok(v) => log::info!("Kubernetes API reachable (version {v})"),
@@ -250,6 +257,8 @@ fn spawn_probe(executor: Arc<Executor>, status: Arc<Mutex<AgentStatus>>, every: 
             if let Ok(mut s) = status.lock() {
                 s.k8s_reachable = ok;
                 s.detail = Some(result.unwrap_or_else(|e| e));
+                s.node_count = nodes.as_ref().map(|n| n.0);
+                s.allocatable = nodes.map(|n| n.1);
             }
             tokio::time::sleep(Duration::from_millis(every.load(Ordering::Relaxed).max(50))).await;
         }

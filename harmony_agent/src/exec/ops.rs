@@ -232,6 +232,25 @@ impl Executor {
         }
     }
 
+    /// The cluster's node count and summed allocatable capacity, for the heartbeat status
+    /// (`None` when nodes cannot be listed: unreachable, or not allowed).
+    pub async fn node_summary(&self) -> Option<(u32, Capacity)> {
+        let t = self.cluster.topology(false, false).await.ok()?;
+        let client = t.client().ok()?;
+        let nodes = kube::Api::<Node>::all(client)
+            .list(&Default::default())
+            .await
+            .ok()?;
+        let mut total = Capacity::default();
+        for n in &nodes.items {
+            add(
+                &mut total,
+                n.status.as_ref().and_then(|s| s.allocatable.as_ref()),
+            );
+        }
+        Some((u32::try_from(nodes.items.len()).unwrap_or(u32::MAX), total))
+    }
+
     async fn inventory(&self) -> Result<InventoryResult, ErrorBody> {
         let t = self
             .cluster

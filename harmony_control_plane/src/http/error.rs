@@ -51,9 +51,13 @@ impl From<RegionError> for Failure {
     fn from(e: RegionError) -> Self {
         let status = match &e {
             RegionError::Invalid { .. } => StatusCode::BAD_REQUEST,
-            RegionError::Exists(_) | RegionError::AlreadyBootstrapped(_) => StatusCode::CONFLICT,
-            RegionError::Unknown(_) => StatusCode::NOT_FOUND,
-            RegionError::Decommissioned(_) => StatusCode::GONE,
+            RegionError::Exists(_)
+            | RegionError::AlreadyBootstrapped(..)
+            | RegionError::ZoneExists { .. } => StatusCode::CONFLICT,
+            RegionError::Unknown(_) | RegionError::UnknownZone { .. } => StatusCode::NOT_FOUND,
+            RegionError::Decommissioned(_) | RegionError::ZoneDecommissioned { .. } => {
+                StatusCode::GONE
+            }
             RegionError::Store(_) | RegionError::Internal(_) => return internal(e),
         };
         Failure::new(status, e.to_string())
@@ -67,8 +71,11 @@ impl From<RequestError> for Failure {
             RequestError::InvalidId | RequestError::InvalidOp => {
                 Failure::new(StatusCode::BAD_REQUEST, message)
             }
-            RequestError::UnknownRegion(_) => {
+            RequestError::UnknownRegion(_) | RequestError::UnknownZone { .. } => {
                 Failure::new(StatusCode::NOT_FOUND, message).code(code::NOT_FOUND)
+            }
+            RequestError::Containment(_) => {
+                Failure::new(StatusCode::UNPROCESSABLE_ENTITY, message).code(code::CONTAINMENT)
             }
             RequestError::NotFound(_) => {
                 Failure::new(StatusCode::NOT_FOUND, message).code(code::NOT_FOUND)
@@ -144,6 +151,9 @@ impl From<InstanceError> for Failure {
                 Failure::new(StatusCode::NOT_FOUND, message)
             }
             InstanceError::Decommissioned(_) => Failure::new(StatusCode::GONE, message),
+            InstanceError::Containment { .. } => {
+                Failure::new(StatusCode::UNPROCESSABLE_ENTITY, message).code(code::CONTAINMENT)
+            }
             InstanceError::Unavailable {
                 available_in,
                 degraded_in,

@@ -17,6 +17,8 @@ pub fn instance(r: ServiceRecord) -> ServiceInstance {
         id: r.id,
         service_type: r.service_type,
         region: r.region,
+        zone: (!r.zone.is_empty()).then_some(r.zone),
+        parent: r.parent,
         state: r.state.as_str().to_string(),
         detail: r.detail,
         provider: r.provider,
@@ -33,6 +35,8 @@ fn ended(id: &str, state: &str, detail: Option<String>) -> ServiceInstance {
         id: id.to_string(),
         service_type: String::new(),
         region: String::new(),
+        zone: None,
+        parent: None,
         state: state.into(),
         detail: detail.unwrap_or_default(),
         provider: None,
@@ -108,6 +112,7 @@ pub async fn create(
             region: body.region,
             id: body.id,
             owner,
+            parent: body.parent,
         },
     )
     .await?;

@@ -82,6 +82,11 @@ pub fn router(state: AppState) -> Router {
             post(regions::new_bootstrap),
         )
         .route("/v1/admin/regions/{region}", delete(regions::decommission))
+        .route("/v1/admin/regions/{region}/zones", post(regions::add_zone))
+        .route(
+            "/v1/admin/regions/{region}/zones/{zone}",
+            delete(regions::decommission_zone),
+        )
         .route("/v1/regions", get(regions::list))
         .route("/v1/regions/{region}", get(regions::one))
         .route("/v1/regions/{region}/requests", post(requests::submit))

@@ -1,10 +1,14 @@
 //! `/v1/admin/regions...` and `/v1/regions...`.
 
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use harmony_api::{BootstrapToken, CreateRegion, Decommissioned, RegionList, TenantRegionList};
+use harmony_api::{
+    AddZone, BootstrapToken, CreateRegion, Decommissioned, NewBootstrap, RegionList,
+    TenantRegionList,
+};
 
 use super::{AppState, Body, Caller, Failure};
 use crate::services::identities;
@@ -31,13 +35,58 @@ pub async fn create(
     Ok(token(minted))
 }
 
-/// `POST /v1/admin/regions/{region}/bootstrap-token`: a new token for an agent that never
-/// obtained its identity.
+/// `POST /v1/admin/regions/{region}/bootstrap-token` (optional body `{"zone": ...}`): a new
+/// token for a zone's agent (the first zone's by default) that never obtained its identity.
 pub async fn new_bootstrap(
     State(s): State<AppState>,
     Path(region): Path<String>,
+    body: Bytes,
 ) -> Result<(StatusCode, Json<BootstrapToken>), Failure> {
-    Ok(token(regions::new_bootstrap(&s.cp, &region).await?))
+    let asked: NewBootstrap = if body.iter().all(u8::is_ascii_whitespace) {
+        NewBootstrap::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            Failure::new(
+                StatusCode::BAD_REQUEST,
+                format!("POST /v1/admin/regions/{region}/bootstrap-token: {e}; send {{\"zone\": \"<zone>\"}} or no body"),
+            )
+        })?
+    };
+    Ok(token(
+        regions::new_bootstrap(&s.cp, &region, asked.zone.as_deref()).await?,
+    ))
+}
+
+/// `POST /v1/admin/regions/{region}/zones`: adds a zone; 201 with its agent's bootstrap token.
+pub async fn add_zone(
+    State(s): State<AppState>,
+    Path(region): Path<String>,
+    Body(body): Body<AddZone>,
+) -> Result<(StatusCode, Json<BootstrapToken>), Failure> {
+    let minted = regions::add_zone(&s.cp, &region, &body.zone, body.bootstrap_ttl_s).await?;
+    Ok(token(minted))
+}
+
+/// `DELETE /v1/admin/regions/{region}/zones/{zone}`: revokes the zone's identity and closes its
+/// agent; the region's other zones go on.
+pub async fn decommission_zone(
+    State(s): State<AppState>,
+    Path((region, zone)): Path<(String, String)>,
+) -> Result<Json<Decommissioned>, Failure> {
+    let zones = regions::zones_of(&s.cp, &region).await?;
+    if !identities::revoke_zone(&s.cp, &region, &zone).await? {
+        return Err(RegionError::UnknownZone {
+            region,
+            zone,
+            known: regions::zone_names(&zones),
+        }
+        .into());
+    }
+    Ok(Json(Decommissioned {
+        region,
+        zone: Some(zone),
+        decommissioned: true,
+    }))
 }
 
 /// `DELETE /v1/admin/regions/{region}`: revokes the region's identity and closes its agent.
@@ -50,6 +99,7 @@ pub async fn decommission(
     }
     Ok(Json(Decommissioned {
         region,
+        zone: None,
         decommissioned: true,
     }))
 }

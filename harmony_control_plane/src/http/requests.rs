@@ -86,6 +86,7 @@ pub async fn submit(
         op: body.op,
         params: body.params,
         scope,
+        zone: body.zone,
     };
     if !wants_stream(&query, &headers) {
         let res = requests::call(&s.cp, &region, sub, wait).await?;

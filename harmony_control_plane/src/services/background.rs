@@ -66,17 +66,24 @@ async fn route_events(cp: Arc<ControlPlane>) {
     let mut events = cp.store.subscribe();
     while let Some(event) = next_event(&mut events).await {
         match event {
-            Event::RequestQueued { region } => {
-                cp.hub.nudge(&region);
+            Event::RequestQueued { region, zone } => {
+                cp.hub.nudge(&region, zone.as_deref());
             }
             Event::CloseRegion {
                 region,
+                zone,
                 code,
                 reason,
                 conn,
             } => {
-                if cp.hub.close(&region, conn.as_deref(), code, &reason) {
-                    log::info!("region {region}: closing its connection: {reason}");
+                if cp
+                    .hub
+                    .close(&region, zone.as_deref(), conn.as_deref(), code, &reason)
+                {
+                    log::info!(
+                        "region {region} (zone {}): closing its connection: {reason}",
+                        zone.as_deref().unwrap_or("every zone")
+                    );
                 }
             }
             // Only an instance's create or delete needs anything done; applying its answer
@@ -90,8 +97,8 @@ async fn route_events(cp: Arc<ControlPlane>) {
                 });
             }
             Event::Resync => {
-                for region in cp.hub.regions() {
-                    cp.hub.nudge(&region);
+                for (region, zone) in cp.hub.zones() {
+                    cp.hub.nudge(&region, Some(&zone));
                 }
             }
             Event::RequestDone { .. } | Event::Progress { .. } | Event::InstanceChanged { .. } => {}
@@ -121,10 +128,10 @@ async fn poll_deliveries(cp: Arc<ControlPlane>) {
         if cp.hub.connected() == 0 {
             continue;
         }
-        match cp.store.queued_regions().await {
-            Ok(regions) => {
-                for region in regions {
-                    cp.hub.nudge(&region);
+        match cp.store.queued_zones().await {
+            Ok(zones) => {
+                for (region, zone) in zones {
+                    cp.hub.nudge(&region, Some(&zone));
                 }
             }
             Err(e) => log_store(e),

@@ -16,6 +16,7 @@ use crate::store::{Event, RequestRecord, StoreError, now_ms};
 #[derive(Debug)]
 pub struct Delivery {
     region: String,
+    zone: String,
     /// The largest frame this connection's agent accepts.
     limit: u64,
     /// Ids sent on this connection and not yet answered.
@@ -23,20 +24,22 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    /// Delivery state of a new connection of `region` whose agent accepts frames up to `limit`.
-    pub fn new(region: &str, limit: u64) -> Self {
+    /// Delivery state of a new connection of `region`/`zone` whose agent accepts frames up to
+    /// `limit`.
+    pub fn new(region: &str, zone: &str, limit: u64) -> Self {
         Self {
             region: region.to_string(),
+            zone: zone.to_string(),
             limit,
             sent: HashSet::new(),
         }
     }
 
-    /// The `req` frames to send now, in submit order: every unanswered request of the region not
+    /// The `req` frames to send now, in submit order: every unanswered request of the zone not
     /// yet sent on this connection, each marked sent. A request too large for this agent (its
     /// limit shrank since submit) is answered `too_large` instead, so it never blocks the rest.
     pub async fn next(&mut self, cp: &ControlPlane) -> Result<Vec<Frame>, StoreError> {
-        let unanswered = cp.store.unanswered(&self.region).await?;
+        let unanswered = cp.store.unanswered(&self.region, &self.zone).await?;
         let live: HashSet<&str> = unanswered.iter().map(|r| r.id.as_str()).collect();
         // Forget ids answered (or cancelled) meanwhile, so the set stays small.
         self.sent.retain(|id| live.contains(id.as_str()));
@@ -108,16 +111,23 @@ impl Delivery {
     }
 }
 
-/// Stores the agent's answer `res`, received from `region`'s agent. Only the region's own
-/// requests can be answered by it, and only the first answer counts. `Ok(false)` when ignored.
-pub async fn record_result(cp: &ControlPlane, region: &str, res: &Res) -> Result<bool, StoreError> {
+/// Stores the agent's answer `res`, received from the agent of `region`'s zone `zone`. Only
+/// that zone's own requests can be answered by it, and only the first answer counts.
+/// `Ok(false)` when ignored.
+pub async fn record_result(
+    cp: &ControlPlane,
+    region: &str,
+    zone: &str,
+    res: &Res,
+) -> Result<bool, StoreError> {
     match cp.store.request(&res.id).await? {
-        Some(r) if r.region == region => finish(cp, &res.id, res).await,
+        Some(r) if r.region == region && r.zone == zone => finish(cp, &res.id, res).await,
         Some(r) => {
             log::warn!(
-                "region {region}: answer to request {} of region {} ignored; an agent only answers its own region's requests",
+                "region {region} zone {zone}: answer to request {} of region {} zone {} ignored; an agent only answers its own zone's requests",
                 res.id,
-                r.region
+                r.region,
+                r.zone
             );
             Ok(false)
         }
@@ -152,15 +162,17 @@ async fn announce_done(cp: &ControlPlane, id: &str) {
     }
 }
 
-/// Drops every unanswered request of `region` with an `unreachable` error carrying `message`
-/// (the region was decommissioned: no agent will ever answer). Returns how many.
+/// Drops every unanswered request of `region`'s zone `zone` with an `unreachable` error
+/// carrying `message` (the zone was decommissioned: no agent will ever answer). Returns how
+/// many.
 pub async fn cancel_unanswered(
     cp: &ControlPlane,
     region: &str,
+    zone: &str,
     message: &str,
 ) -> Result<usize, StoreError> {
     let mut cancelled = 0;
-    for r in cp.store.unanswered(region).await? {
+    for r in cp.store.unanswered(region, zone).await? {
         let res = Res::err(&r.id, ErrorBody::new(code::UNREACHABLE, message));
         let json = serde_json::to_string(&res)
             .map_err(|e| StoreError::new("json", "encode a result", e))?;

@@ -250,19 +250,68 @@ pub async fn revoke(cp: &ControlPlane, region: &str) -> Result<bool, StoreError>
     }
     let close = Event::CloseRegion {
         region: region.to_string(),
+        zone: None,
         code: close::REVOKED,
         reason: REVOKED_REASON.into(),
+        conn: None,
+    };
+    cp.store.publish(&close).await?;
+    let mut dropped = 0;
+    for z in cp
+        .store
+        .zones()
+        .await?
+        .iter()
+        .filter(|z| z.region == region)
+    {
+        dropped += dispatch::cancel_unanswered(
+            cp,
+            region,
+            &z.zone,
+            &format!("region {region} was decommissioned before its agent answered"),
+        )
+        .await?;
+    }
+    log::info!(
+        "region {region} decommissioned; its identities and tokens are revoked, {dropped} unanswered request(s) dropped"
+    );
+    Ok(true)
+}
+
+/// The close reason of a connection of a decommissioned zone.
+pub const ZONE_REVOKED_REASON: &str = "identity revoked: the zone was decommissioned";
+
+/// Decommissions zone `zone` of `region`: revokes its identities and tokens, drops its
+/// unanswered requests and closes its agent's connection; the region's other zones go on.
+/// `Ok(false)` when there is no such zone. Decommissioning twice is harmless.
+pub async fn revoke_zone(cp: &ControlPlane, region: &str, zone: &str) -> Result<bool, StoreError> {
+    let known = cp
+        .store
+        .zones()
+        .await?
+        .into_iter()
+        .any(|z| z.region == region && z.zone == zone);
+    if !known {
+        return Ok(false);
+    }
+    cp.store.decommission_zone(region, zone).await?;
+    let close = Event::CloseRegion {
+        region: region.to_string(),
+        zone: Some(zone.to_string()),
+        code: close::REVOKED,
+        reason: ZONE_REVOKED_REASON.into(),
         conn: None,
     };
     cp.store.publish(&close).await?;
     let dropped = dispatch::cancel_unanswered(
         cp,
         region,
-        &format!("region {region} was decommissioned before its agent answered"),
+        zone,
+        &format!("zone {zone} of region {region} was decommissioned before its agent answered"),
     )
     .await?;
     log::info!(
-        "region {region} decommissioned; its identities and tokens are revoked, {dropped} unanswered request(s) dropped"
+        "zone {zone} of region {region} decommissioned; its identities and tokens are revoked, {dropped} unanswered request(s) dropped"
     );
     Ok(true)
 }

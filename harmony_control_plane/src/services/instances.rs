@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::placement::{self, Placement, RegionOffers};
 use super::settle::{self, Answer, Verb};
-use super::{ControlPlane, regions, requests};
+use super::{ControlPlane, requests};
 use crate::store::{Outcome, ServiceRecord, StoreError, now_ms};
 
 /// How long a create or delete waits for the agent's first answer before answering "accepted".
@@ -36,6 +36,20 @@ pub enum InstanceError {
         "region: no region \"{0}\"; create it with POST /v1/admin/regions or omit region to let the control plane choose"
     )]
     UnknownRegion(String),
+    /// A child named another region than its parent's (422 `containment`).
+    #[error(
+        "containment: service instance \"{child}\" belongs to parent \"{parent}\" in region \"{parent_region}\", but region \"{child_region}\" was asked; a child lives in its parent's region: omit region or name \"{parent_region}\""
+    )]
+    Containment {
+        /// The child's id.
+        child: String,
+        /// The parent's id.
+        parent: String,
+        /// The region asked for the child.
+        child_region: String,
+        /// The parent's region.
+        parent_region: String,
+    },
     /// The named region is decommissioned.
     #[error(
         "region: region \"{0}\" is decommissioned; name another region or omit region to let the control plane choose"
@@ -80,6 +94,8 @@ pub struct NewInstance {
     pub id: Option<String>,
     /// The tenant and project owning it (checked by the caller).
     pub owner: Option<crate::store::Owner>,
+    /// The instance it belongs to: placed in its parent's region and zone.
+    pub parent: Option<String>,
 }
 
 /// A create's result: the record, and whether its provider already answered.
@@ -102,36 +118,6 @@ pub enum Deleted {
     Gone(Option<String>),
     /// The provider is still deleting it.
     Deleting(Box<ServiceRecord>),
-}
-
-/// What placement needs to know of every region now.
-pub async fn region_offers(cp: &ControlPlane) -> Result<Vec<RegionOffers>, StoreError> {
-    let counts = cp.store.live_services_by_region().await?;
-    let sessions: HashMap<String, _> = cp
-        .store
-        .sessions()
-        .await?
-        .into_iter()
-        .map(|s| (s.region.clone(), s))
-        .collect();
-    let now = now_ms();
-    Ok(cp
-        .store
-        .regions()
-        .await?
-        .into_iter()
-        .map(|r| {
-            let (health, _, services) =
-                regions::health_of(sessions.get(&r.name), now, &cp.settings.policy);
-            RegionOffers {
-                live_instances: counts.get(&r.name).copied().unwrap_or(0),
-                decommissioned: r.decommissioned_at.is_some(),
-                name: r.name,
-                health,
-                services,
-            }
-        })
-        .collect())
 }
 
 fn exists(rec: &ServiceRecord) -> InstanceError {
@@ -170,18 +156,38 @@ fn checked(new: NewInstance) -> Result<(String, Value), InstanceError> {
 /// Validates, places and dispatches (or queues) a create.
 pub async fn create(cp: &ControlPlane, new: NewInstance) -> Result<Created, InstanceError> {
     let t = new.service_type.clone();
-    let named = new.region.clone();
+    let mut named = new.region.clone();
     let owner = new.owner.clone();
+    let parent = new.parent.clone();
     let (id, spec) = checked(new)?;
+    let pin = match &parent {
+        Some(p) => {
+            let (region, zone) = super::zones::parent_place(cp, &id, p, named.as_deref()).await?;
+            named = Some(region.clone());
+            Some((region, zone))
+        }
+        None => None,
+    };
     if let Some(existing) = cp.store.service(&id).await? {
         return Err(exists(&existing));
     }
-    let offers = region_offers(cp).await?;
+    let offers =
+        super::zones::region_offers(cp, pin.as_ref().map(|(r, z)| (r.as_str(), z.as_str())))
+            .await?;
+    let zone_of = |region: &str| {
+        offers
+            .iter()
+            .find(|o| o.name == region)
+            .map(|o| o.zone.clone())
+            .unwrap_or_default()
+    };
     let now = now_ms();
     let record = |region: &str, state, detail: String, attempts| ServiceRecord {
         id: id.clone(),
         service_type: t.clone(),
         region: region.to_string(),
+        zone: zone_of(region),
+        parent: parent.clone(),
         state,
         detail,
         provider: None,
@@ -374,7 +380,7 @@ pub async fn dispatch_queued(cp: &ControlPlane, only: Option<&str>) -> Result<()
     if queued.is_empty() {
         return Ok(());
     }
-    let offers: HashMap<String, RegionOffers> = region_offers(cp)
+    let offers: HashMap<String, RegionOffers> = super::zones::region_offers(cp, None)
         .await?
         .into_iter()
         .map(|o| (o.name.clone(), o))
@@ -443,10 +449,11 @@ pub async fn on_request_done(cp: &ControlPlane, id: &str) -> Result<(), StoreErr
     Ok(())
 }
 
-/// Applies an `instance` frame of `region` to the record of that id.
+/// Applies an `instance` frame of `region`'s zone `zone` to the record of that id.
 pub async fn apply_instance(
     cp: &ControlPlane,
     region: &str,
+    zone: &str,
     status: InstanceStatus,
 ) -> Result<(), StoreError> {
     let id = status.instance_id.clone();
@@ -457,7 +464,7 @@ pub async fn apply_instance(
         );
         return Ok(());
     };
-    if rec.region != region {
+    if rec.region != region || (!rec.zone.is_empty() && rec.zone != zone) {
         log::warn!(
             "region {region}: status of service instance {id}, which is placed in region {}; ignored",
             rec.region

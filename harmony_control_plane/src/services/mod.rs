@@ -16,6 +16,7 @@ pub mod scope;
 pub mod sessions;
 pub mod settle;
 pub mod tenancy;
+pub mod zones;
 
 mod background;
 
@@ -86,3 +87,5 @@ pub(crate) fn random_hex(bytes: usize) -> Result<String, getrandom::Error> {
 mod tenancy_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod zone_tests;

@@ -44,6 +44,9 @@ pub fn advertised_types(health: Health, services: &Services) -> Vec<String> {
 pub struct RegionOffers {
     /// The region.
     pub name: String,
+    /// The zone a create placed in this region goes to (the one whose health and services
+    /// these are).
+    pub zone: String,
     /// Whether it was decommissioned (never a placement target).
     pub decommissioned: bool,
     /// Its health now.
@@ -239,6 +242,7 @@ mod tests {
     fn region(name: &str, health: Health, offers: Vec<ServiceOffer>, live: usize) -> RegionOffers {
         RegionOffers {
             name: name.into(),
+            zone: "z1".into(),
             decommissioned: false,
             health,
             services: Services { offers },

@@ -2,14 +2,15 @@
 //! its session row, so any replica answers alike).
 
 use harmony_agent_protocol::{AgentStatus, Hello, SecretString, Services};
-use harmony_api::{Health, RegionView};
+use harmony_api::{Health, RegionView, ZoneView};
 use harmony_types::{RegionId, ZoneId};
 use std::collections::HashMap;
 use std::time::Duration;
 
 use super::health::{self, HealthPolicy, Liveness};
+pub use super::zones::{Snapshot, describe_zone, pick_zone};
 use super::{ControlPlane, placement};
-use crate::store::{RegionRecord, SessionRecord, StoreError, now_ms};
+use crate::store::{RegionRecord, SessionRecord, StoreError, ZoneRecord, now_ms};
 use crate::tokens;
 
 /// Why a region operation was refused.
@@ -34,11 +35,43 @@ pub enum RegionError {
     /// The region is decommissioned.
     #[error("region {0} is decommissioned; re-create it with POST /v1/admin/regions")]
     Decommissioned(String),
-    /// The region's agent already holds an identity.
+    /// The zone's agent already holds an identity.
     #[error(
-        "region {0} already has an agent identity; a second agent cannot bootstrap. Revoke it first (DELETE /v1/admin/regions/{0})"
+        "region {0} zone {1} already has an agent identity; a second agent cannot bootstrap. Revoke it first (DELETE /v1/admin/regions/{0}/zones/{1}), or add another zone with POST /v1/admin/regions/{0}/zones"
     )]
-    AlreadyBootstrapped(String),
+    AlreadyBootstrapped(String, String),
+    /// The region has no such zone.
+    #[error(
+        "zone: region {region} has no zone {zone} (its zones: {known}); add it with POST /v1/admin/regions/{region}/zones"
+    )]
+    UnknownZone {
+        /// The region.
+        region: String,
+        /// The zone asked for.
+        zone: String,
+        /// Its zones, comma-separated.
+        known: String,
+    },
+    /// The zone exists (and is not decommissioned).
+    #[error(
+        "zone {zone} of region {region} already exists; its bootstrap token was shown once. Use POST /v1/admin/regions/{region}/bootstrap-token with {{\"zone\": \"{zone}\"}} if its agent never connected"
+    )]
+    ZoneExists {
+        /// The region.
+        region: String,
+        /// The zone.
+        zone: String,
+    },
+    /// The zone is decommissioned.
+    #[error(
+        "zone {zone} of region {region} is decommissioned; add it again with POST /v1/admin/regions/{region}/zones"
+    )]
+    ZoneDecommissioned {
+        /// The region.
+        region: String,
+        /// The zone.
+        zone: String,
+    },
     /// The state database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -88,16 +121,87 @@ pub async fn create(
     Ok(minted)
 }
 
-/// A new bootstrap token for a region whose agent never obtained an identity.
-pub async fn new_bootstrap(cp: &ControlPlane, region: &str) -> Result<Minted, RegionError> {
+/// Adds zone `zone` (a cluster with its own agent) to the active region `region`, or
+/// re-commissions a decommissioned zone, with a bootstrap token for its agent.
+pub async fn add_zone(
+    cp: &ControlPlane,
+    region: &str,
+    zone: &str,
+    ttl_s: Option<f64>,
+) -> Result<Minted, RegionError> {
     let record = existing(cp, region).await?;
     if record.decommissioned_at.is_some() {
         return Err(RegionError::Decommissioned(region.to_string()));
     }
-    if record.has_identity {
-        return Err(RegionError::AlreadyBootstrapped(region.to_string()));
+    let zone = ZoneId::parse(zone).map_err(|e| RegionError::Invalid {
+        field: "zone",
+        reason: e.to_string(),
+    })?;
+    if !cp.store.add_zone(region, zone.as_str()).await? {
+        return Err(RegionError::ZoneExists {
+            region: region.to_string(),
+            zone: zone.to_string(),
+        });
     }
-    mint(cp, &record.name, &record.zone, None).await
+    let minted = mint(cp, region, zone.as_str(), ttl_s).await?;
+    log::info!("region {region}: added zone {zone}");
+    Ok(minted)
+}
+
+/// The zones of `region` (first zone first), or [`RegionError::Unknown`].
+pub async fn zones_of(cp: &ControlPlane, region: &str) -> Result<Vec<ZoneRecord>, RegionError> {
+    let record = existing(cp, region).await?;
+    let snap = Snapshot {
+        zones: cp.store.zones().await?,
+        sessions: HashMap::new(),
+        pending: HashMap::new(),
+    };
+    Ok(snap.zones_of(&record))
+}
+
+/// The names of `zones`, comma-separated, for error messages.
+pub fn zone_names(zones: &[ZoneRecord]) -> String {
+    zones
+        .iter()
+        .filter(|z| z.decommissioned_at.is_none())
+        .map(|z| z.zone.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A new bootstrap token for a zone (the region's first zone when `None`) whose agent never
+/// obtained an identity.
+pub async fn new_bootstrap(
+    cp: &ControlPlane,
+    region: &str,
+    zone: Option<&str>,
+) -> Result<Minted, RegionError> {
+    let record = existing(cp, region).await?;
+    if record.decommissioned_at.is_some() {
+        return Err(RegionError::Decommissioned(region.to_string()));
+    }
+    let zones = zones_of(cp, region).await?;
+    let wanted = zone.unwrap_or(&record.zone);
+    let Some(z) = zones.iter().find(|z| z.zone == wanted) else {
+        return Err(RegionError::UnknownZone {
+            region: region.to_string(),
+            zone: wanted.to_string(),
+            known: zone_names(&zones),
+        });
+    };
+    if z.decommissioned_at.is_some() {
+        return Err(RegionError::ZoneDecommissioned {
+            region: region.to_string(),
+            zone: z.zone.clone(),
+        });
+    }
+    if z.has_identity {
+        return Err(RegionError::AlreadyBootstrapped(
+            region.to_string(),
+            z.zone.clone(),
+        ));
+    }
+    mint(cp, &record.name, &z.zone, None).await
 }
 
 /// The stored region, or [`RegionError::Unknown`].
@@ -128,10 +232,16 @@ async fn mint(
     let ttl = bootstrap_ttl(cp.settings.bootstrap_ttl, ttl_s);
     let expires_at = now_ms() + ttl.as_millis() as i64;
     cp.store
-        .add_bootstrap(region, &tokens::hash(token.expose()), &salt, expires_at)
+        .add_bootstrap(
+            region,
+            zone,
+            &tokens::hash(token.expose()),
+            &salt,
+            expires_at,
+        )
         .await?;
     log::info!(
-        "minted a bootstrap token for region {region} (fingerprint {}), valid until {expires_at} ms",
+        "minted a bootstrap token for region {region} zone {zone} (fingerprint {}), valid until {expires_at} ms",
         tokens::fingerprint(token.expose())
     );
     Ok(Minted {
@@ -145,56 +255,38 @@ async fn mint(
 /// Every region as the API shows it.
 pub async fn list(cp: &ControlPlane) -> Result<Vec<RegionView>, RegionError> {
     let regions = cp.store.regions().await?;
-    let sessions: HashMap<String, SessionRecord> = cp
-        .store
-        .sessions()
-        .await?
-        .into_iter()
-        .map(|s| (s.region.clone(), s))
-        .collect();
-    let pending = cp.store.unanswered_counts().await?;
+    let snap = Snapshot::read(cp).await?;
     let now = now_ms();
     Ok(regions
         .iter()
-        .map(|r| {
-            let count = pending.get(&r.name).copied().unwrap_or(0);
-            describe(r, sessions.get(&r.name), count, now, &cp.settings.policy)
-        })
+        .map(|r| describe(r, &snap, now, &cp.settings.policy))
         .collect())
 }
 
 /// One region as the API shows it.
 pub async fn view(cp: &ControlPlane, region: &str) -> Result<RegionView, RegionError> {
     let record = existing(cp, region).await?;
-    let session = cp.store.session(region).await?;
-    let pending = cp
-        .store
-        .unanswered_counts()
-        .await?
-        .get(region)
-        .copied()
-        .unwrap_or(0);
-    Ok(describe(
-        &record,
-        session.as_ref(),
-        pending,
-        now_ms(),
-        &cp.settings.policy,
-    ))
+    let snap = Snapshot::read(cp).await?;
+    Ok(describe(&record, &snap, now_ms(), &cp.settings.policy))
 }
 
 /// What a session row says about liveness.
 pub fn liveness(session: &SessionRecord) -> Liveness {
-    let status: Option<AgentStatus> = session
-        .status_json
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok());
+    let status = status_of(session);
     Liveness {
         connected: session.connected,
         last_heartbeat_ms: Some(session.last_heartbeat_at),
         k8s_reachable: status.as_ref().is_some_and(|s| s.k8s_reachable),
         pinged: status.is_some(),
     }
+}
+
+/// The last status a session row's agent reported, if readable.
+pub fn status_of(session: &SessionRecord) -> Option<AgentStatus> {
+    session
+        .status_json
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
 }
 
 /// The services a session row's agent holds (none when unreadable or not yet sent).
@@ -206,7 +298,7 @@ pub fn session_services(session: &SessionRecord) -> Services {
         .unwrap_or_default()
 }
 
-/// A region's health now and the services its agent holds (empty when never connected).
+/// A zone's health now and the services its agent holds (empty when never connected).
 pub fn health_of(
     session: Option<&SessionRecord>,
     now: i64,
@@ -225,137 +317,89 @@ pub fn health_of(
     }
 }
 
-/// The API view of a region from its record, session row and unanswered request count.
-pub fn describe(
-    r: &RegionRecord,
-    session: Option<&SessionRecord>,
-    pending_requests: u64,
-    now: i64,
-    policy: &HealthPolicy,
-) -> RegionView {
-    let (mut health, mut health_reason, services) = health_of(session, now, policy);
+/// The API view of a region from the store's snapshot. Health is the region's (any zone
+/// healthy: healthy; else any unhealthy: unhealthy; else unavailable); the other top-level
+/// fields describe its first zone, and its services those of the zone placement picks now.
+pub fn describe(r: &RegionRecord, snap: &Snapshot, now: i64, policy: &HealthPolicy) -> RegionView {
+    let zones = snap.zones_of(r);
+    let first = zones
+        .iter()
+        .find(|z| z.zone == r.zone)
+        .cloned()
+        .unwrap_or_else(|| zones[0].clone());
+    let session = snap.session(&first);
+    let views: Vec<ZoneView> = zones
+        .iter()
+        .map(|z| describe_zone(z, snap, now, policy))
+        .collect();
+    let active: Vec<&ZoneView> = views
+        .iter()
+        .filter(|v| v.decommissioned != Some(true))
+        .collect();
+    let mut health = harmony_api::region_health(active.iter().map(|v| v.health));
+    let mut health_reason = match active.as_slice() {
+        [] => "every zone is decommissioned".to_string(),
+        [one] => one.health_reason.clone().unwrap_or_default(),
+        many => many
+            .iter()
+            .map(|v| {
+                format!(
+                    "zone {}: {} ({})",
+                    v.zone,
+                    v.health,
+                    v.health_reason.as_deref().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    let placed = snap.placement_zone(r, now, policy);
+    let (placed_health, services) = match &placed {
+        Some(z) => {
+            let (h, _, services) = snap.health(z, now, policy);
+            (h, services)
+        }
+        None => (Health::Unavailable, Services::default()),
+    };
+    let mut advertised_services = placement::advertised_types(placed_health, &services);
     let hello: Option<Hello> = session.and_then(|s| serde_json::from_str(&s.hello_json).ok());
     let k8s_reachable = session.is_some_and(|s| liveness(s).k8s_reachable);
-    let mut advertised_services = placement::advertised_types(health, &services);
     if r.decommissioned_at.is_some() {
         health = Health::Unavailable;
         health_reason = "decommissioned".into();
         advertised_services.clear();
     }
+    let first_live = r.decommissioned_at.is_none() && first.decommissioned_at.is_none();
     RegionView {
         region: r.name.clone(),
         zone: r.zone.clone(),
-        zones: vec![r.zone.clone()],
+        zones: views,
         created_at: r.created_at,
-        bootstrapped: r.has_identity,
+        bootstrapped: first.has_identity,
         decommissioned: r.decommissioned_at.is_some(),
         health,
         health_reason,
-        // A decommissioned region's connection is being closed: it is not trusted any more.
-        connected: r.decommissioned_at.is_none() && session.is_some_and(|s| s.connected),
+        // A decommissioned zone's connection is being closed: it is not trusted any more.
+        connected: first_live && session.is_some_and(|s| s.connected),
         connected_at: session.map(|s| s.connected_at),
         last_heartbeat: session.map(|s| s.last_heartbeat_at),
         agent_version: hello.as_ref().map(|h| h.agent_version.clone()),
         ops: hello.as_ref().map(|h| h.ops.clone()).unwrap_or_default(),
         k8s_reachable,
-        pending_requests: pending_requests as usize,
+        pending_requests: snap
+            .pending
+            .get(&(first.region.clone(), first.zone.clone()))
+            .copied()
+            .unwrap_or(0) as usize,
         services: services.offers,
         advertised_services,
         max_frame_bytes: session.map(|s| s.max_frame_bytes),
-        replica: session.filter(|s| s.connected).map(|s| s.replica.clone()),
+        replica: session
+            .filter(|s| first_live && s.connected)
+            .map(|s| s.replica.clone()),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use harmony_agent_protocol::{ProviderHealth, ServiceOffer};
-
-    fn policy() -> HealthPolicy {
-        HealthPolicy {
-            heartbeat: Duration::from_millis(200),
-            unhealthy_after: Duration::from_millis(600),
-            unavailable_after: Duration::from_millis(1500),
-        }
-    }
-
-    fn record(decommissioned: bool) -> RegionRecord {
-        RegionRecord {
-            name: "eu".into(),
-            zone: "paris".into(),
-            created_at: 1,
-            decommissioned_at: decommissioned.then_some(5),
-            has_identity: true,
-        }
-    }
-
-    fn session(status: Option<&str>) -> SessionRecord {
-        let services = Services {
-            offers: vec![ServiceOffer {
-                service_type: "queue".into(),
-                provider: "q".into(),
-                builtin: false,
-                health: ProviderHealth::Healthy,
-                detail: String::new(),
-            }],
-        };
-        SessionRecord {
-            region: "eu".into(),
-            replica: "r1".into(),
-            conn: "c1".into(),
-            connected: true,
-            connected_at: 1000,
-            disconnected_at: None,
-            last_heartbeat_at: 1000,
-            hello_json: r#"{"agent_version":"1.2.3","region":"eu","zone":"paris","ops":["get_inventory"],"protocol":1}"#.into(),
-            status_json: status.map(str::to_string),
-            services_json: Some(serde_json::to_string(&services).unwrap()),
-            max_frame_bytes: 1024,
-        }
-    }
-
-    #[test]
-    fn a_region_view_is_computed_from_its_session_row() {
-        let p = policy();
-        let never = describe(&record(false), None, 0, 2000, &p);
-        assert_eq!(never.health, Health::Unavailable);
-        assert!(!never.connected && never.agent_version.is_none());
-
-        // Connected, no heartbeat yet: unhealthy, nothing advertised.
-        let s = session(None);
-        let fresh = describe(&record(false), Some(&s), 2, 1100, &p);
-        assert_eq!(fresh.health, Health::Unhealthy);
-        assert!(fresh.advertised_services.is_empty());
-        assert_eq!(fresh.services.len(), 1);
-        assert_eq!(fresh.pending_requests, 2);
-        assert_eq!(fresh.agent_version.as_deref(), Some("1.2.3"));
-        assert_eq!(fresh.ops, ["get_inventory"]);
-        assert_eq!(fresh.replica.as_deref(), Some("r1"));
-        assert_eq!(fresh.max_frame_bytes, Some(1024));
-
-        let s = session(Some(r#"{"k8s_reachable":true}"#));
-        let healthy = describe(&record(false), Some(&s), 0, 1100, &p);
-        assert_eq!(healthy.health, Health::Healthy, "{}", healthy.health_reason);
-        assert!(healthy.k8s_reachable);
-        assert_eq!(healthy.advertised_services, ["queue"]);
-
-        let gone = describe(&record(true), Some(&s), 0, 1100, &p);
-        assert_eq!(gone.health, Health::Unavailable);
-        assert_eq!(gone.health_reason, "decommissioned");
-        assert!(gone.advertised_services.is_empty() && gone.decommissioned);
-        assert!(
-            !gone.connected,
-            "a revoked connection is not shown connected"
-        );
-    }
-
-    #[test]
-    fn a_bootstrap_token_lives_no_longer_than_the_server_allows() {
-        let max = Duration::from_secs(3600);
-        assert_eq!(bootstrap_ttl(max, None), max);
-        assert_eq!(bootstrap_ttl(max, Some(0.3)), Duration::from_millis(300));
-        assert_eq!(bootstrap_ttl(max, Some(1e9)), max);
-        assert_eq!(bootstrap_ttl(max, Some(-1.0)), max);
-        assert_eq!(bootstrap_ttl(max, Some(f64::NAN)), max);
-    }
-}
+#[path = "regions_tests.rs"]
+mod tests;

@@ -44,6 +44,21 @@ pub enum RequestError {
     /// The region is decommissioned.
     #[error("region {0} is decommissioned; no agent will answer")]
     Decommissioned(String),
+    /// The named zone is not an active zone of the region.
+    #[error(
+        "zone: region {region} has no active zone {zone}; its zones: {known}. Name one of them, or omit zone to let the control plane pick a healthy one"
+    )]
+    UnknownZone {
+        /// The region.
+        region: String,
+        /// The zone asked for.
+        zone: String,
+        /// Its active zones, comma-separated.
+        known: String,
+    },
+    /// An object of the request belongs to another region or zone (422 `containment`).
+    #[error("{0}")]
+    Containment(String),
     /// The `req` frame would exceed what the region's agent accepts: refused, never queued.
     #[error(
         "request {id}: its req frame would be {size} bytes, over the {limit}-byte limit of region {region}'s agent; send fewer or smaller manifests per request"
@@ -126,6 +141,8 @@ pub struct Submission {
     pub params: RawJson,
     /// The project it runs for, checked (see [`super::scope::request_scope`]).
     pub scope: Option<crate::store::RequestScope>,
+    /// The zone whose agent runs it; placement picks one when `None`.
+    pub zone: Option<String>,
 }
 
 /// A persisted request.
@@ -135,6 +152,8 @@ pub struct Accepted {
     pub id: String,
     /// Its region.
     pub region: String,
+    /// The zone it was placed in.
+    pub zone: String,
     /// Whether this call created it (`false`: it joined an identical earlier one).
     pub created: bool,
 }
@@ -193,13 +212,13 @@ pub fn frame_size(id: &str, op: &str, params: &RawJson) -> u64 {
 }
 
 /// Persists a request for `region` (or finds the identical one already stored) and wakes the
-/// replica holding the region's agent.
+/// replica holding the agent of the zone it is placed in.
 pub async fn submit(
     cp: &ControlPlane,
     region: &str,
     sub: Submission,
 ) -> Result<Accepted, RequestError> {
-    let id = request_id(sub.id)?;
+    let id = request_id(sub.id.clone())?;
     if sub.op.trim().is_empty() {
         return Err(RequestError::InvalidOp);
     }
@@ -211,10 +230,11 @@ pub async fn submit(
     if record.decommissioned_at.is_some() {
         return Err(RequestError::Decommissioned(region.to_string()));
     }
+    let zone = super::zones::place_request(cp, &record, &sub).await?;
     // The agent's limit from its last hello; before any hello, the protocol's default.
     let limit = cp
         .store
-        .session(region)
+        .session(region, &zone)
         .await?
         .map_or(MAX_FRAME_BYTES as u64, |s| s.max_frame_bytes);
     // The project scope travels on the frame too (`,"project":` and its JSON).
@@ -231,13 +251,17 @@ pub async fn submit(
             limit,
         });
     }
-    let mut new = NewRequest::new(&id, region, &sub.op, sub.params.get(), now_ms());
+    let mut new = NewRequest::new(&id, region, &sub.op, sub.params.get(), now_ms()).in_zone(&zone);
     new.scope = sub.scope;
     match cp.store.submit_request(&new).await? {
         Submitted::Created => {
-            log::debug!("request {id} for region {region}: op {} queued", sub.op);
+            log::debug!(
+                "request {id} for region {region} zone {zone}: op {} queued",
+                sub.op
+            );
             let queued = Event::RequestQueued {
                 region: region.to_string(),
+                zone: Some(zone.clone()),
             };
             if let Err(e) = cp.store.publish(&queued).await {
                 // The holder's one-second poll delivers it anyway.
@@ -246,6 +270,7 @@ pub async fn submit(
             Ok(Accepted {
                 id,
                 region: region.to_string(),
+                zone,
                 created: true,
             })
         }
@@ -254,6 +279,7 @@ pub async fn submit(
             Ok(Accepted {
                 id,
                 region: r.region,
+                zone: r.zone,
                 created: false,
             })
         }
@@ -363,7 +389,7 @@ async fn await_answer(
             {
                 return finished(r);
             }
-            let session = cp.store.session(&accepted.region).await?;
+            let session = cp.store.session(&accepted.region, &accepted.zone).await?;
             let policy = cp.settings.policy;
             let (health, reason, _) = regions::health_of(session.as_ref(), now_ms(), &policy);
             return Err(RequestError::Timeout {
@@ -428,6 +454,7 @@ pub async fn status(
         },
         id: r.id,
         region: r.region,
+        zone: (!r.zone.is_empty()).then_some(r.zone),
         op: r.op,
         deliveries: r.deliveries,
         created_at: r.created_at,
@@ -437,100 +464,5 @@ pub async fn status(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_are_checked_or_chosen() {
-        assert_eq!(request_id(Some("a".into())).unwrap(), "a");
-        assert!(matches!(
-            request_id(Some(String::new())),
-            Err(RequestError::InvalidId)
-        ));
-        assert!(matches!(
-            request_id(Some("x".repeat(129))),
-            Err(RequestError::InvalidId)
-        ));
-        assert!(request_id(Some("x".repeat(128))).is_ok());
-        assert!(request_id(Some("svc-1.create.2:a_b~c".into())).is_ok());
-        for bad in ["a/b", "a b", "é", "a?b", "a%2F"] {
-            assert!(
-                matches!(request_id(Some(bad.into())), Err(RequestError::InvalidId)),
-                "{bad}"
-            );
-        }
-        let chosen = request_id(None).unwrap();
-        assert_eq!(chosen.len(), 32);
-        assert_ne!(chosen, request_id(None).unwrap());
-    }
-
-    #[test]
-    fn the_frame_size_is_the_exact_encoded_req() {
-        let params = RawJson::from_string(r#"{"n": 1e2}"#.into()).unwrap();
-        let encoded = harmony_agent_protocol::encode(&Frame::Req(Req {
-            id: "r1".into(),
-            op: "apply_manifests".into(),
-            params: params.clone(),
-            project: None,
-        }));
-        // The params bytes travel as sent: 1e2 stays 1e2.
-        assert!(encoded.contains(r#"{"n": 1e2}"#), "{encoded}");
-        assert_eq!(
-            frame_size("r1", "apply_manifests", &params),
-            encoded.len() as u64
-        );
-    }
-
-    #[test]
-    fn waits_default_to_a_minute_and_are_capped() {
-        let max = Duration::from_secs(300);
-        assert_eq!(wait_for(None, max), DEFAULT_WAIT);
-        assert_eq!(wait_for(Some(2.5), max), Duration::from_millis(2500));
-        assert_eq!(wait_for(Some(1e6), max), max);
-        assert_eq!(wait_for(Some(0.0), max), DEFAULT_WAIT);
-    }
-
-    fn record(state: RequestState, res: Option<&str>) -> RequestRecord {
-        RequestRecord {
-            id: "r1".into(),
-            region: "eu".into(),
-            op: "get_inventory".into(),
-            params: "null".into(),
-            body_hash: [0; 32],
-            state,
-            res: res.map(str::to_string),
-            seq: 1,
-            created_at: 1,
-            sent_at: None,
-            completed_at: None,
-            deliveries: 1,
-            scope: None,
-        }
-    }
-
-    #[test]
-    fn a_finished_request_answers_its_stored_result_byte_for_byte() {
-        let done = record(
-            RequestState::Done,
-            Some(r#"{"id":"r1","ok":true,"result":{"n":1e2}}"#),
-        );
-        let res = finished(done).unwrap();
-        assert_eq!(res.result.unwrap().get(), r#"{"n":1e2}"#);
-        let cancelled = record(
-            RequestState::Cancelled,
-            Some(
-                r#"{"id":"r1","ok":false,"error":{"code":"unreachable","message":"region eu was decommissioned"}}"#,
-            ),
-        );
-        match finished(cancelled) {
-            Err(RequestError::Cancelled { message, .. }) => {
-                assert_eq!(message, "region eu was decommissioned")
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            finished(record(RequestState::Done, Some("{"))),
-            Err(RequestError::Internal(_))
-        ));
-    }
-}
+#[path = "requests_tests.rs"]
+mod tests;

@@ -1,4 +1,4 @@
-//! The session row of a region's agent connection: opened by the replica that welcomed the
+//! The session row of a zone's agent connection (one per region and zone): opened by the replica that welcomed the
 //! agent (closing whichever connection it replaces, on any replica), heartbeats buffered in the
 //! hub and written in batches, services advertised, closed at the end.
 
@@ -9,7 +9,7 @@ use crate::hub::Inbox;
 use crate::store::{Event, Heartbeat, SessionRecord, StoreError, now_ms};
 
 /// The close reason of a replaced connection.
-pub const REPLACED_REASON: &str = "a newer connection of this region replaced this one";
+pub const REPLACED_REASON: &str = "a newer connection of this region and zone replaced this one";
 
 /// A connection registered in the hub and recorded in the store.
 #[derive(Debug)]
@@ -25,7 +25,8 @@ pub struct Opened {
 /// connection of the region opened later already holds the session: this one is stale.
 pub async fn open(cp: &ControlPlane, hello: &Hello) -> Result<Option<Opened>, StoreError> {
     let region = hello.region.as_str();
-    let previous = cp.store.session(region).await?;
+    let zone = hello.zone.as_str();
+    let previous = cp.store.session(region, zone).await?;
     let reserved = cp.hub.reserve();
     let conn = reserved.id.clone();
     let now = now_ms();
@@ -33,6 +34,7 @@ pub async fn open(cp: &ControlPlane, hello: &Hello) -> Result<Option<Opened>, St
         serde_json::to_string(hello).map_err(|e| StoreError::new("json", "encode a hello", e))?;
     let record = SessionRecord {
         region: region.to_string(),
+        zone: zone.to_string(),
         replica: cp.settings.replica_id.clone(),
         conn: conn.clone(),
         connected: true,
@@ -50,7 +52,7 @@ pub async fn open(cp: &ControlPlane, hello: &Hello) -> Result<Option<Opened>, St
     }
     let Some(inbox) = cp
         .hub
-        .connect(region, &reserved, (close::REPLACED, REPLACED_REASON))
+        .connect(region, zone, &reserved, (close::REPLACED, REPLACED_REASON))
     else {
         // A later connection of this replica got in first; the row is (or will be) its own.
         cp.store.session_close(region, &conn, now_ms()).await?;
@@ -60,6 +62,7 @@ pub async fn open(cp: &ControlPlane, hello: &Hello) -> Result<Option<Opened>, St
         // Held by another replica: tell it to close that one (the hub closed a local one).
         let replaced = Event::CloseRegion {
             region: region.to_string(),
+            zone: Some(zone.to_string()),
             code: close::REPLACED,
             reason: REPLACED_REASON.into(),
             conn: Some(p.conn),
@@ -102,11 +105,16 @@ pub async fn set_services(
     cp.store.session_services(region, conn, &json).await
 }
 
-/// Ends connection `conn` of `region`: its last heartbeat is written, the hub forgets it, and
-/// the session row says disconnected (unless a newer connection replaced it).
-pub async fn close(cp: &ControlPlane, region: &str, conn: &str) -> Result<(), StoreError> {
-    cp.hub.disconnect(region, conn);
-    if let Some(beat) = cp.hub.take_heartbeat(region, conn) {
+/// Ends connection `conn` of `region`/`zone`: its last heartbeat is written, the hub forgets
+/// it, and the session row says disconnected (unless a newer connection replaced it).
+pub async fn close(
+    cp: &ControlPlane,
+    region: &str,
+    zone: &str,
+    conn: &str,
+) -> Result<(), StoreError> {
+    cp.hub.disconnect(region, zone, conn);
+    if let Some(beat) = cp.hub.take_heartbeat(conn) {
         cp.store.session_heartbeats(&[beat]).await?;
     }
     cp.store.session_close(region, conn, now_ms()).await?;

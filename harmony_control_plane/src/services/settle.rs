@@ -94,6 +94,7 @@ pub async fn send(
         op: verb.op().as_str().to_string(),
         params,
         scope: None,
+        zone: (!rec.zone.is_empty()).then(|| rec.zone.clone()),
     };
     requests::submit(cp, &rec.region, sub).await
 }
@@ -336,6 +337,8 @@ mod tests {
             id: "q1".into(),
             service_type: "queue".into(),
             region: "eu".into(),
+            zone: "z1".into(),
+            parent: None,
             state,
             detail: String::new(),
             provider: None,

@@ -67,6 +67,7 @@ async fn a_project_request_carries_its_scope_on_every_delivery_and_only_its_tena
         op: "get_objects".into(),
         params: get_objects(),
         scope,
+        zone: None,
     };
     requests::submit(&cp, "eu", sub.clone()).await.unwrap();
     // The quota changes after submit: the request keeps the snapshot it was accepted with.
@@ -81,7 +82,7 @@ async fn a_project_request_carries_its_scope_on_every_delivery_and_only_its_tena
         quota: quota("2"),
     };
     for _ in 0..2 {
-        let frames = Delivery::new("eu", 1 << 20).next(&cp).await.unwrap();
+        let frames = Delivery::new("eu", "z", 1 << 20).next(&cp).await.unwrap();
         match frames.as_slice() {
             [Frame::Req(req)] => assert_eq!(req.project.as_ref(), Some(&expected)),
             other => panic!("{other:?}"),
@@ -106,6 +107,7 @@ async fn a_project_request_carries_its_scope_on_every_delivery_and_only_its_tena
         op: "get_objects".into(),
         params: get_objects(),
         scope: None,
+        zone: None,
     };
     let res = requests::call(&cp, "eu", plain, Duration::from_secs(10))
         .await

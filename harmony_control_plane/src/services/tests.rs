@@ -80,7 +80,7 @@ pub(super) async fn agent(
     let (cp, region) = (cp.clone(), region.to_string());
     tokio::spawn(async move {
         let mut inbox = opened.inbox;
-        let mut delivery = Delivery::new(&region, max_frame_bytes);
+        let mut delivery = Delivery::new(&region, "z", max_frame_bytes);
         inbox.deliver.notify_one();
         loop {
             tokio::select! {
@@ -92,7 +92,7 @@ pub(super) async fn agent(
                     for frame in delivery.next(&cp).await.unwrap() {
                         let (Frame::Req(req), Some(answer)) = (frame, answer) else { continue };
                         let res = answer(&req);
-                        dispatch::record_result(&cp, &region, &res).await.unwrap();
+                        dispatch::record_result(&cp, &region, "z", &res).await.unwrap();
                     }
                 }
             }
@@ -114,6 +114,7 @@ fn sub(id: &str, params: &str) -> Submission {
         op: "get_inventory".into(),
         params: RawJson::from_string(params.into()).unwrap(),
         scope: None,
+        zone: None,
     }
 }
 
@@ -133,7 +134,14 @@ async fn a_request_is_stored_before_delivery_answered_once_and_joined_by_its_id(
             requests::call(&cp, "eu", sub("r1", "{}"), Duration::from_secs(10)).await
         })
     };
-    while cp.store.unanswered_counts().await.unwrap().get("eu") != Some(&1) {
+    while cp
+        .store
+        .unanswered_counts()
+        .await
+        .unwrap()
+        .get(&("eu".into(), "z".into()))
+        != Some(&1)
+    {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let _closed = agent(&cp, "eu", 1 << 20, Services::default(), Some(inventory)).await;
@@ -343,6 +351,7 @@ pub(super) fn new_queue(id: &str) -> NewInstance {
         region: None,
         id: Some(id.into()),
         owner: None,
+        parent: None,
     }
 }
 
@@ -401,7 +410,7 @@ async fn a_queued_create_is_sent_once_its_type_is_advertised_and_a_cancelled_one
         Deleted::Cancelled
     );
     // The provider turns healthy: the queued create goes out (once), the cancelled one never.
-    let conn = cp.hub.holds("eu").unwrap();
+    let conn = cp.hub.holds("eu", "z").unwrap();
     sessions::set_services(&cp, "eu", &conn, &offers(ProviderHealth::Healthy))
         .await
         .unwrap();

@@ -14,6 +14,7 @@ use crate::store::Event;
 pub(super) struct Connection {
     pub cp: Arc<ControlPlane>,
     pub region: String,
+    pub zone: String,
     pub conn: String,
     /// The hash of the identity this connection uses (the newest one after a renewal).
     pub identity_hash: [u8; 32],
@@ -96,7 +97,9 @@ impl Connection {
                 Vec::new()
             }
             Frame::Instance(status) => {
-                if let Err(e) = instances::apply_instance(&self.cp, &region, status).await {
+                if let Err(e) =
+                    instances::apply_instance(&self.cp, &region, &self.zone, status).await
+                {
                     log::error!("{e}");
                 }
                 Vec::new()
@@ -121,7 +124,7 @@ impl Connection {
                 e.message
             );
         }
-        match dispatch::record_result(&self.cp, region, &res).await {
+        match dispatch::record_result(&self.cp, region, &self.zone, &res).await {
             Ok(true) => log::debug!("region {region}: request {} answered", res.id),
             Ok(false) => {}
             // Not stored: the request stays unanswered, so it is delivered again (it left the

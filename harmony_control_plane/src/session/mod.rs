@@ -201,14 +201,15 @@ pub async fn run<S>(
     let mut state = frames::Connection {
         cp: cp.clone(),
         region: region.clone(),
+        zone: hello.zone.clone(),
         conn: conn.clone(),
         identity_hash: auth.identity_hash,
         unconfirmed: auth.unconfirmed,
         services: None,
-        delivery: Delivery::new(&region, hello.max_frame_bytes),
+        delivery: Delivery::new(&region, &hello.zone, hello.max_frame_bytes),
     };
     serve(&mut socket, &mut state, opened.inbox).await;
-    if let Err(e) = sessions::close(&cp, &region, &conn).await {
+    if let Err(e) = sessions::close(&cp, &region, &hello.zone, &conn).await {
         log::error!("{e}");
     }
     log::info!("region {region}: agent at {peer} disconnected");

@@ -83,8 +83,19 @@ pub trait Store: TenancyStore + Send + Sync + 'static {
 
     // --- regions ---------------------------------------------------------------------------
 
-    /// Creates `region`, or re-commissions a decommissioned one; `Ok(false)` if it is active.
+    /// Creates `region` with its first zone `zone`, or re-commissions a decommissioned one;
+    /// `Ok(false)` if it is active.
     async fn create_region(&self, region: &str, zone: &str) -> Result<bool, StoreError>;
+    /// Adds zone `zone` to the active region `region`, or re-commissions a decommissioned zone;
+    /// `Ok(false)` if the zone is active (or the region unknown or decommissioned: the caller
+    /// reads the region first).
+    async fn add_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError>;
+    /// Every zone of every region, by region, the region's first zone first, then by creation.
+    /// A zone of a decommissioned region shows the region's decommission time.
+    async fn zones(&self) -> Result<Vec<ZoneRecord>, StoreError>;
+    /// Marks zone `zone` of `region` decommissioned and revokes its identities and bootstrap
+    /// tokens; `Ok(false)` when it does not exist or already is decommissioned.
+    async fn decommission_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError>;
     /// One region.
     async fn region(&self, name: &str) -> Result<Option<RegionRecord>, StoreError>;
     /// Every region, by name.
@@ -97,10 +108,12 @@ pub trait Store: TenancyStore + Send + Sync + 'static {
     // --- bootstrap tokens and identities (hashes only) --------------------------------------
 
     /// Stores a new bootstrap token (its hash and the random `salt` its identity is derived
-    /// with) for `region`, revoking the region's earlier bootstrap tokens. Returns its id.
+    /// with) for zone `zone` of `region`, revoking that zone's earlier bootstrap tokens.
+    /// Returns its id.
     async fn add_bootstrap(
         &self,
         region: &str,
+        zone: &str,
         hash: &[u8; 32],
         salt: &[u8; 32],
         expires_at: i64,
@@ -143,9 +156,9 @@ pub trait Store: TenancyStore + Send + Sync + 'static {
         old_valid_until: i64,
     ) -> Result<bool, StoreError>;
 
-    // --- live sessions (one row per region) -------------------------------------------------
+    // --- live sessions (one row per region and zone) ----------------------------------------
 
-    /// Records a new agent connection for `s.region`, replacing the previous row (the newest
+    /// Records a new agent connection for `s.region`/`s.zone`, replacing the previous row (the newest
     /// connection wins; the caller closes the old one with [`Event::CloseRegion`]). `Ok(false)`
     /// when the row already holds a connection opened later (by `connected_at`): this one is
     /// stale and should be closed.
@@ -166,9 +179,9 @@ pub trait Store: TenancyStore + Send + Sync + 'static {
     /// Marks every connected session held by `replica` disconnected (a replica starting again
     /// with the same id, or stopping). Returns how many.
     async fn sessions_close_replica(&self, replica: &str, now: i64) -> Result<u64, StoreError>;
-    /// The session row of `region`.
-    async fn session(&self, region: &str) -> Result<Option<SessionRecord>, StoreError>;
-    /// Every session row, by region.
+    /// The session row of zone `zone` of `region`.
+    async fn session(&self, region: &str, zone: &str) -> Result<Option<SessionRecord>, StoreError>;
+    /// Every session row, by region and zone.
     async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
 
     // --- durable requests -------------------------------------------------------------------
@@ -178,14 +191,14 @@ pub trait Store: TenancyStore + Send + Sync + 'static {
     async fn submit_request(&self, r: &NewRequest) -> Result<Submitted, StoreError>;
     /// One request.
     async fn request(&self, id: &str) -> Result<Option<RequestRecord>, StoreError>;
-    /// The queued and sent requests of `region`, in submit order.
-    async fn unanswered(&self, region: &str) -> Result<Vec<RequestRecord>, StoreError>;
-    /// How many queued or sent requests each region has (regions with none are absent); reads
-    /// no params.
-    async fn unanswered_counts(&self) -> Result<HashMap<String, u64>, StoreError>;
-    /// The regions with at least one request never delivered (`queued`), for the safety-net
-    /// poll that makes a lost event delay, never lose, a request.
-    async fn queued_regions(&self) -> Result<Vec<String>, StoreError>;
+    /// The queued and sent requests of zone `zone` of `region`, in submit order.
+    async fn unanswered(&self, region: &str, zone: &str) -> Result<Vec<RequestRecord>, StoreError>;
+    /// How many queued or sent requests each (region, zone) has (those with none are absent);
+    /// reads no params.
+    async fn unanswered_counts(&self) -> Result<HashMap<(String, String), u64>, StoreError>;
+    /// The (region, zone) pairs with at least one request never delivered (`queued`), for the
+    /// safety-net poll that makes a lost event delay, never lose, a request.
+    async fn queued_zones(&self) -> Result<Vec<(String, String)>, StoreError>;
     /// Marks a queued or sent request sent (again) and counts the delivery; `Ok(false)` when it
     /// is finished or unknown.
     async fn mark_sent(&self, id: &str, now: i64) -> Result<bool, StoreError>;

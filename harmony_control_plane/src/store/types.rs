@@ -62,6 +62,22 @@ pub struct RegionRecord {
     pub has_identity: bool,
 }
 
+/// A zone of a region as stored: one cluster, with its own agent, identity, session and
+/// request queue. The region's first zone is the one it was created with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneRecord {
+    /// Region name.
+    pub region: String,
+    /// Zone name.
+    pub zone: String,
+    /// When the zone was added (ms).
+    pub created_at: i64,
+    /// When it was decommissioned (its own, or its region's), if it was.
+    pub decommissioned_at: Option<i64>,
+    /// Whether an identity was issued to this zone's agent and is not revoked.
+    pub has_identity: bool,
+}
+
 /// Why a credential was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -121,12 +137,14 @@ pub enum Exchange {
     Used,
 }
 
-/// The one session row of a region: which replica holds its agent connection, and what that
+/// The session row of a region's zone: which replica holds its agent connection, and what that
 /// agent last said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionRecord {
     /// Region name.
     pub region: String,
+    /// Zone name: a session row is per (region, zone).
+    pub zone: String,
     /// The control-plane replica holding the connection.
     pub replica: String,
     /// The connection's id (unique per connection, chosen by the replica).
@@ -178,6 +196,8 @@ pub struct NewRequest {
     pub id: String,
     /// The region it is for.
     pub region: String,
+    /// The zone it was placed in; empty means the region's first zone.
+    pub zone: String,
     /// The op.
     pub op: String,
     /// The params, raw JSON bytes exactly as received (never re-encoded).
@@ -216,6 +236,7 @@ impl NewRequest {
         Self {
             id: id.to_string(),
             region: region.to_string(),
+            zone: String::new(),
             op: op.to_string(),
             params: params.to_string(),
             body_hash: request_body_hash(op, params),
@@ -227,6 +248,12 @@ impl NewRequest {
     /// The same request, run for a project.
     pub fn scoped(mut self, scope: RequestScope) -> Self {
         self.scope = Some(scope);
+        self
+    }
+
+    /// The same request placed in `zone` (without it, the region's first zone).
+    pub fn in_zone(mut self, zone: &str) -> Self {
+        self.zone = zone.to_string();
         self
     }
 }
@@ -279,6 +306,8 @@ pub struct RequestRecord {
     pub id: String,
     /// Its region.
     pub region: String,
+    /// The zone it was placed in (its agent is the one that answers it).
+    pub zone: String,
     /// Its op.
     pub op: String,
     /// Its params, raw JSON as submitted.
@@ -324,6 +353,12 @@ pub struct ServiceRecord {
     pub service_type: String,
     /// The region it was placed in.
     pub region: String,
+    /// The zone it was placed in (its parent's, when it has one); empty means the region's
+    /// first zone.
+    pub zone: String,
+    /// The instance it belongs to, if any: it lives in its parent's region and zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
     /// Its state.
     pub state: InstanceState,
     /// Why it is in that state.
@@ -368,6 +403,9 @@ pub enum Event {
     RequestQueued {
         /// The region.
         region: String,
+        /// The zone whose agent delivers it (`None`: every zone of the region looks).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zone: Option<String>,
     },
     /// Request `id` is finished (done or cancelled): waiters read its `res`.
     RequestDone {
@@ -387,6 +425,9 @@ pub enum Event {
     CloseRegion {
         /// The region.
         region: String,
+        /// Only this zone's connection; `None` = every zone of the region.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        zone: Option<String>,
         /// WebSocket close code (`harmony_agent_protocol::close`).
         code: u16,
         /// Close reason.

@@ -19,12 +19,15 @@ mod services;
 mod tenancy;
 #[path = "control_plane_store/tls.rs"]
 mod tls;
+#[path = "control_plane_store/zones.rs"]
+mod zones;
 
 use credentials::*;
 use events::*;
 use requests::*;
 use services::*;
 use tenancy::*;
+use zones::*;
 
 use harmony_control_plane::store::{self, Store, StoreConfig};
 use harmony_e2e::postgres::PgServer;
@@ -108,6 +111,8 @@ contract!(
     tenants_and_their_tokens_are_stored_hashed_and_revoked,
     projects_are_unique_and_their_quotas_stay_under_the_tenant_cap,
     requests_and_instances_keep_their_tenant_and_project,
+    zones_are_added_listed_and_decommissioned_one_by_one,
+    sessions_and_requests_are_kept_per_zone,
 );
 
 fn hash(tag: &str) -> [u8; 32] {

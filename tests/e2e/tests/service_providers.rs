@@ -307,6 +307,7 @@ fn new_service(t: &str, region: Option<&str>, spec: Value) -> NewService {
         spec,
         region: region.map(str::to_string),
         id: None,
+        parent: None,
     }
 }
 

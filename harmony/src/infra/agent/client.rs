@@ -1,7 +1,7 @@
 use harmony_agent_protocol::{RawJson, Res, SecretString};
 use harmony_api::{
-    ApiError, BootstrapToken, CreateRegion, CreateService, RegionList, RegionView, ServiceInstance,
-    ServiceList, SubmitRequest,
+    ApiError, BootstrapToken, CreateService, RegionList, RegionView, ServiceInstance, ServiceList,
+    SubmitRequest,
 };
 use harmony_http::reqwest::{self, Method, StatusCode, Url};
 use serde::Serialize;
@@ -62,8 +62,13 @@ pub enum ControlPlaneError {
 /// A region the admin API just created (or re-armed): the one-time bootstrap token, shown once.
 pub type CreatedRegion = BootstrapToken;
 
-/// A region as `GET /v1/regions` reports it.
+/// A region as `GET /v1/regions` reports it: the region's health (healthy while any zone is),
+/// each zone's in `zones` ([`harmony_api::ZoneView`], see [`RegionView::zone`]), and top-level
+/// fields describing its first zone.
 pub type RegionStatus = RegionView;
+
+/// One zone of a region as `GET /v1/regions` reports it.
+pub type ZoneStatus = harmony_api::ZoneView;
 
 /// A service instance to create through `POST /v1/services` (a [`CreateService`] whose spec
 /// is always given).
@@ -80,6 +85,9 @@ pub struct NewService {
     /// The instance id (a DNS-1123 label); the control plane chooses when `None`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The instance it belongs to: placed in its parent's region and zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 impl From<&NewService> for CreateService {
@@ -91,6 +99,7 @@ impl From<&NewService> for CreateService {
             id: n.id.clone(),
             project: None,
             tenant: None,
+            parent: n.parent.clone(),
         }
     }
 }
@@ -250,63 +259,6 @@ impl ControlPlaneClient {
         })
     }
 
-    /// Creates `region` with `zone`; `None` when it already exists (its token was shown once).
-    pub async fn create_region(
-        &self,
-        region: &harmony_types::RegionId,
-        zone: &harmony_types::ZoneId,
-    ) -> Result<Option<CreatedRegion>, ControlPlaneError> {
-        self.create_region_with_ttl(region, zone, None).await
-    }
-
-    /// As [`Self::create_region`], with a bootstrap token lifetime shorter than the server's.
-    pub async fn create_region_with_ttl(
-        &self,
-        region: &harmony_types::RegionId,
-        zone: &harmony_types::ZoneId,
-        ttl: Option<Duration>,
-    ) -> Result<Option<CreatedRegion>, ControlPlaneError> {
-        let what = format!("creating region {region}");
-        let body = CreateRegion {
-            region: region.to_string(),
-            zone: zone.to_string(),
-            bootstrap_ttl_s: ttl.map(|t| t.as_secs_f64()),
-        };
-        let (status, body) = self
-            .call(Method::POST, "/v1/admin/regions", Some(&body), &what)
-            .await?;
-        match status {
-            StatusCode::CREATED => Self::parse(&what, &body).map(Some),
-            StatusCode::CONFLICT => Ok(None),
-            s => Err(Self::status_error(&what, s, &body)),
-        }
-    }
-
-    /// Mints a new bootstrap token for a region whose agent never connected.
-    pub async fn new_bootstrap_token(
-        &self,
-        region: &harmony_types::RegionId,
-    ) -> Result<CreatedRegion, ControlPlaneError> {
-        let what = format!("minting a bootstrap token for region {region}");
-        let path = format!("/v1/admin/regions/{region}/bootstrap-token");
-        let (status, body) = self.call::<()>(Method::POST, &path, None, &what).await?;
-        match status {
-            StatusCode::CREATED => Self::parse(&what, &body),
-            s => Err(Self::status_error(&what, s, &body)),
-        }
-    }
-
-    /// Decommissions `region`: revokes its identity and closes its agent's connection.
-    pub async fn decommission(&self, region: &str) -> Result<(), ControlPlaneError> {
-        let what = format!("decommissioning region {region}");
-        let path = format!("/v1/admin/regions/{region}");
-        let (status, body) = self.call::<()>(Method::DELETE, &path, None, &what).await?;
-        match status {
-            StatusCode::OK => Ok(()),
-            s => Err(Self::status_error(&what, s, &body)),
-        }
-    }
-
     /// One region; `None` when the control plane does not know it.
     pub async fn region(&self, region: &str) -> Result<Option<RegionStatus>, ControlPlaneError> {
         self.get_one(
@@ -424,7 +376,26 @@ impl ControlPlaneClient {
         params: impl Serialize,
         wait: Duration,
     ) -> Result<Res, ControlPlaneError> {
-        let what = format!("request {id} ({op}) to region {region}");
+        self.request_in_zone(region, None, id, op, params, wait)
+            .await
+    }
+
+    /// As [`Self::request`], run by the agent of zone `zone` of `region` (when `None`, the
+    /// control plane picks a healthy zone). An unknown zone is a 404 `Status` error naming the
+    /// region's zones.
+    pub async fn request_in_zone(
+        &self,
+        region: &str,
+        zone: Option<&str>,
+        id: &str,
+        op: &str,
+        params: impl Serialize,
+        wait: Duration,
+    ) -> Result<Res, ControlPlaneError> {
+        let what = match zone {
+            Some(z) => format!("request {id} ({op}) to region {region} zone {z}"),
+            None => format!("request {id} ({op}) to region {region}"),
+        };
         let params = RawJson::from_serialize(&params).map_err(|e| ControlPlaneError::Invalid {
             what: what.clone(),
             reason: format!("params cannot be encoded as JSON: {e}"),
@@ -434,7 +405,7 @@ impl ControlPlaneClient {
         let fail = |e: reqwest::Error| self.failed(&what, &path, total, &e);
         let response = self
             .start(Method::POST, &path, total)
-            .json(&self.submit(id, op, params, wait))
+            .json(&self.submit(id, op, params, wait, zone))
             .send()
             .await
             .map_err(fail)?;
@@ -462,20 +433,60 @@ impl ControlPlaneClient {
     where
         F: FnMut(&harmony_api::RequestEvent) + Send,
     {
-        let what = format!("request {id} ({op}) to region {region}");
+        let zoned = Zoned { region, zone: None };
+        self.request_streaming_in_zone(zoned, id, op, params, wait, on_progress)
+            .await
+    }
+
+    /// As [`Self::request_streaming`], run by the agent of `at.zone` (placement picks when
+    /// `None`).
+    pub async fn request_streaming_in_zone<F>(
+        &self,
+        at: Zoned<'_>,
+        id: &str,
+        op: &str,
+        params: &RawJson,
+        wait: Duration,
+        on_progress: F,
+    ) -> Result<Res, ControlPlaneError>
+    where
+        F: FnMut(&harmony_api::RequestEvent) + Send,
+    {
+        let Zoned { region, zone } = at;
+        let what = match zone {
+            Some(z) => format!("request {id} ({op}) to region {region} zone {z}"),
+            None => format!("request {id} ({op}) to region {region}"),
+        };
         let path = format!("/v1/regions/{region}/requests");
         let total = wait + REQUEST_SLACK;
         let request = self
             .start(Method::POST, &format!("{path}?stream=ndjson"), total)
             .header(reqwest::header::ACCEPT, harmony_api::NDJSON)
-            .json(&self.submit(id, op, params.clone(), wait));
+            .json(&self.submit(id, op, params.clone(), wait, zone));
         stream::read_answer(self, request, &what, &path, total, on_progress).await
     }
 }
 
+/// Where a request goes: a region, and optionally one of its zones.
+#[derive(Debug, Clone, Copy)]
+pub struct Zoned<'a> {
+    /// The region.
+    pub region: &'a str,
+    /// The zone; the control plane picks a healthy one when `None`.
+    pub zone: Option<&'a str>,
+}
+
 impl ControlPlaneClient {
-    /// The body of a request, naming this client's project if it has one.
-    fn submit(&self, id: &str, op: &str, params: RawJson, wait: Duration) -> SubmitRequest {
+    /// The body of a request for `zone` (the control plane picks one when `None`), naming this
+    /// client's project if it has one.
+    fn submit(
+        &self,
+        id: &str,
+        op: &str,
+        params: RawJson,
+        wait: Duration,
+        zone: Option<&str>,
+    ) -> SubmitRequest {
         let (tenant, project) = self.project.clone().unzip();
         SubmitRequest {
             id: Some(id.to_string()),
@@ -484,6 +495,7 @@ impl ControlPlaneClient {
             timeout_s: Some(wait.as_secs_f64()),
             project,
             tenant: tenant.flatten(),
+            zone: zone.map(str::to_string),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! is `harmony_http`'s, shared with every Harmony HTTP client.
 
 mod client;
+mod client_admin;
 mod errors;
 mod region_admin;
 mod stream;
@@ -14,7 +15,10 @@ mod topology;
 #[cfg(test)]
 mod tests;
 
-pub use client::{ControlPlaneClient, ControlPlaneError, CreatedRegion, NewService, RegionStatus};
+pub use client::{
+    ControlPlaneClient, ControlPlaneError, CreatedRegion, NewService, RegionStatus, ZoneStatus,
+    Zoned,
+};
 pub use harmony_agent_protocol::SecretString;
 pub use harmony_api::{ApiError, Health, RequestEvent, RequestEventKind, ServiceInstance};
 pub use topology::AgentTopology;

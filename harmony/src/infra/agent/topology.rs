@@ -1,15 +1,16 @@
 use async_trait::async_trait;
+use harmony_agent_protocol::containment::first_misplaced;
 use harmony_agent_protocol::ops::{
     ApplyManifestsParams, ChangesResult, DeleteManifestsParams, GetObjectsParams, GetObjectsResult,
 };
 use harmony_agent_protocol::{ErrorBody, Op, RawJson, WireChange, WireObjectRef, code};
 use harmony_api::{Health, RequestEvent};
-use harmony_types::RegionId;
+use harmony_types::{RegionId, ZoneId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::time::{Duration, Instant};
 
-use super::client::{ControlPlaneClient, ControlPlaneError};
+use super::client::{ControlPlaneClient, ControlPlaneError, Zoned};
 use super::errors::{self, Origin};
 use crate::domain::capability::{
     ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, WaitCondition,
@@ -32,6 +33,7 @@ const TRANSPORT_ATTEMPTS: u32 = 3;
 pub struct AgentTopology {
     name: String,
     region: RegionId,
+    zone: Option<ZoneId>,
     client: ControlPlaneClient,
     plan: bool,
     prune: bool,
@@ -51,6 +53,7 @@ impl AgentTopology {
         Self {
             name: name.into(),
             region,
+            zone: None,
             client,
             plan: ctx.plan,
             prune: ctx.prune,
@@ -65,13 +68,44 @@ impl AgentTopology {
         self
     }
 
+    /// Sends every op to the agent of `zone` of the region (by default the control plane
+    /// picks a healthy zone for each op).
+    pub fn with_zone(mut self, zone: ZoneId) -> Self {
+        self.zone = Some(zone);
+        self
+    }
+
     /// The region.
     pub fn region(&self) -> &RegionId {
         &self.region
     }
 
+    /// The zone, when one was set with [`Self::with_zone`].
+    pub fn zone(&self) -> Option<&ZoneId> {
+        self.zone.as_ref()
+    }
+
     fn server(&self) -> String {
-        format!("region {} (through its agent)", self.region)
+        match &self.zone {
+            Some(z) => format!("region {} zone {z} (through its agent)", self.region),
+            None => format!("region {} (through its agent)", self.region),
+        }
+    }
+
+    /// Containment: refuses, before anything is sent, an object labelled for another region
+    /// (or, with a zone set, another zone) than this topology's.
+    fn contained<'a>(
+        &self,
+        objects: impl IntoIterator<Item = &'a serde_json::Value>,
+    ) -> Result<(), CapabilityError> {
+        let zone = self.zone.as_ref().map(|z| z.as_str());
+        match first_misplaced(objects, self.region.as_str(), zone) {
+            None => Ok(()),
+            Some(m) => Err(CapabilityError::InvalidObject {
+                object: m.object.clone(),
+                problem: m.to_string(),
+            }),
+        }
     }
 
     /// Maps an agent's error body about `object` onto the capability error of the same kind.
@@ -144,13 +178,18 @@ impl AgentTopology {
             reason: format!("no randomness: {e}"),
         })?;
         let region = self.region.to_string();
+        let zone = self.zone.as_ref().map(|z| z.to_string());
         let mut attempt = 0;
         loop {
             attempt += 1;
+            let at = Zoned {
+                region: &region,
+                zone: zone.as_deref(),
+            };
             let answer = self
                 .client
-                .request_streaming(
-                    &region,
+                .request_streaming_in_zone(
+                    at,
                     &id,
                     op.as_str(),
                     &params,
@@ -262,6 +301,24 @@ impl Topology for AgentTopology {
         if status.decommissioned {
             return Err(fail(format!("region {} is decommissioned", self.region)));
         }
+        if let Some(zone) = &self.zone {
+            let Some(z) = status.zone(zone.as_str()) else {
+                let known: Vec<&str> = status.zones.iter().map(|z| z.zone.as_str()).collect();
+                return Err(fail(format!(
+                    "region {} has no zone {zone} (its zones: {}); add it with POST /v1/admin/regions/{}/zones",
+                    self.region,
+                    known.join(", "),
+                    self.region
+                )));
+            };
+            if z.health == Health::Unavailable {
+                return Err(fail(format!(
+                    "zone {zone} of region {} is unavailable ({}); nothing is placed on an unavailable zone",
+                    self.region,
+                    z.health_reason.as_deref().unwrap_or("no reason given")
+                )));
+            }
+        }
         if status.health == Health::Unavailable {
             return Err(fail(format!(
                 "region {} is unavailable ({}); nothing is placed on an unavailable region",
@@ -290,6 +347,8 @@ impl K8sClient for AgentTopology {
             applied: Vec::new(),
             error,
         };
+        self.contained(objects.iter().map(K8sObject::value))
+            .map_err(fail)?;
         report_progress(format!(
             "sending {} object(s) to region {}",
             objects.len(),

@@ -227,3 +227,51 @@ async fn agent_progress_is_reported_to_the_run() {
         ]
     );
 }
+
+#[tokio::test]
+async fn objects_labelled_for_another_region_or_zone_are_refused_before_anything_is_sent() {
+    let res = Res::err("x", ErrorBody::new(code::NOT_FOUND, "absent"));
+    let server = TestServer::start(move |_| Reply::json(200, &res)).await;
+    let zoned = topology(&server).with_zone(ZoneId::parse("z1").unwrap());
+    let labelled = |labels: serde_json::Value| {
+        K8sObject::new(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "web", "namespace": "shop", "labels": labels}}))
+        .unwrap()
+    };
+    for (labels, label) in [
+        (
+            serde_json::json!({"harmony.io/region": "west"}),
+            "harmony.io/region=west",
+        ),
+        (
+            serde_json::json!({"harmony.io/zone": "z2"}),
+            "harmony.io/zone=z2",
+        ),
+    ] {
+        let failure = zoned
+            .apply(&[labelled(labels)], &ApplyOptions::default())
+            .await
+            .expect_err("a misplaced object");
+        match failure.error {
+            CapabilityError::InvalidObject { object, problem } => {
+                assert_eq!(object, "ConfigMap shop/web");
+                assert!(
+                    problem.contains(label) && problem.contains("region east zone z1"),
+                    "{problem}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        server.seen().is_empty(),
+        "nothing reached the control plane"
+    );
+    // Ops of a zoned topology name their zone.
+    let _ = zoned.get(&object()).await;
+    assert!(
+        server.seen()[0].body.contains(r#""zone":"z1""#),
+        "{}",
+        server.seen()[0].body
+    );
+}

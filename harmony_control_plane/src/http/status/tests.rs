@@ -4,7 +4,7 @@
 use askama::Template;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use harmony_api::{Health, RegionView};
+use harmony_api::{Health, RegionView, ZoneView};
 use http_body_util::BodyExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +23,20 @@ fn region(name: &str, zone: &str, health: Health, heartbeat: Option<i64>) -> Reg
     RegionView {
         region: name.into(),
         zone: zone.into(),
-        zones: vec![zone.into()],
+        zones: vec![ZoneView {
+            zone: zone.into(),
+            health,
+            health_reason: Some(format!("reason-of-{name}")),
+            connected: Some(heartbeat.is_some()),
+            last_heartbeat: heartbeat,
+            agent_version: heartbeat.map(|_| "9.8.7-agentver".into()),
+            ops: heartbeat.map(|_| vec!["apply_manifests".into(), "get_inventory".into()]),
+            node_count: None,
+            capacity: None,
+            pending_requests: Some(if heartbeat.is_some() { 0 } else { 4 }),
+            replica: heartbeat.map(|_| "replica-xyz".into()),
+            decommissioned: None,
+        }],
         created_at: 1,
         bootstrapped: heartbeat.is_some(),
         decommissioned: false,

@@ -39,21 +39,34 @@ pub struct ZoneFacts {
     pub replica: Option<String>,
 }
 
-/// The zones of `r`. Today a region has one zone, described by the region's own fields; with
-/// per-zone views this maps each `r.zones` entry instead.
+/// The zones of `r`, one row each (first zone first), from the per-zone views the API gives.
 pub fn zones_of(r: &RegionView) -> Vec<ZoneFacts> {
-    vec![ZoneFacts {
-        zone: r.zone.clone(),
-        health: r.health,
-        health_reason: r.health_reason.clone(),
-        last_heartbeat: r.last_heartbeat,
-        pending_requests: r.pending_requests,
-        agent_version: r.agent_version.clone(),
-        ops: r.ops.clone(),
-        node_count: None,
-        capacity: None,
-        replica: r.replica.clone(),
-    }]
+    r.zones
+        .iter()
+        .map(|z| ZoneFacts {
+            zone: z.zone.clone(),
+            health: z.health,
+            health_reason: z.health_reason.clone().unwrap_or_default(),
+            last_heartbeat: z.last_heartbeat,
+            pending_requests: z.pending_requests.unwrap_or(0),
+            agent_version: z.agent_version.clone(),
+            ops: z.ops.clone().unwrap_or_default(),
+            node_count: z.node_count.map(u64::from),
+            capacity: z.capacity.as_ref().map(capacity_text),
+            replica: z.replica.clone(),
+        })
+        .collect()
+}
+
+/// `24 CPU, 96 GiB, 110 pods`: a cluster's allocatable capacity for people.
+fn capacity_text(c: &harmony_api::Capacity) -> String {
+    let cpu = if c.cpu_millis.is_multiple_of(1000) {
+        format!("{} CPU", c.cpu_millis / 1000)
+    } else {
+        format!("{:.1} CPU", c.cpu_millis as f64 / 1000.0)
+    };
+    let gib = c.memory_bytes as f64 / (1u64 << 30) as f64;
+    format!("{cpu}, {gib:.1} GiB, {} pods", c.pods)
 }
 
 /// A moment shown on the page: a UTC timestamp and how long ago it was.

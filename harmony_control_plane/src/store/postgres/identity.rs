@@ -6,12 +6,80 @@ use tokio_postgres::Row;
 use super::Error;
 
 use crate::store::{
-    BootstrapFacts, Credential, Exchange, IdentityFacts, Refusal, RegionRecord, now_ms,
+    BootstrapFacts, Credential, Exchange, IdentityFacts, Refusal, RegionRecord, ZoneRecord, now_ms,
 };
 
 const REGION_SELECT: &str = "SELECT r.name, r.zone, r.created_at, r.decommissioned_at,
-        EXISTS(SELECT 1 FROM identities i WHERE i.region = r.name AND i.revoked_at IS NULL)
+        EXISTS(SELECT 1 FROM identities i WHERE i.region = r.name AND i.zone = r.zone
+            AND i.revoked_at IS NULL)
      FROM regions r";
+
+const ZONE_SELECT: &str = "SELECT z.region, z.zone, z.created_at,
+        COALESCE(z.decommissioned_at, r.decommissioned_at),
+        EXISTS(SELECT 1 FROM identities i WHERE i.region = z.region AND i.zone = z.zone
+            AND i.revoked_at IS NULL)
+     FROM zones z JOIN regions r ON r.name = z.region";
+
+pub async fn zones(c: &Client) -> Result<Vec<ZoneRecord>, Error> {
+    let rows = c
+        .query(
+            &format!("{ZONE_SELECT} ORDER BY z.region, z.zone <> r.zone, z.created_at, z.zone"),
+            &[],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(ZoneRecord {
+                region: r.try_get(0)?,
+                zone: r.try_get(1)?,
+                created_at: r.try_get(2)?,
+                decommissioned_at: r.try_get(3)?,
+                has_identity: r.try_get(4)?,
+            })
+        })
+        .collect()
+}
+
+/// Adds a zone to an active region, or re-commissions a decommissioned zone.
+pub async fn add_zone(c: &Client, region: &str, zone: &str) -> Result<bool, Error> {
+    let n = c
+        .execute(
+            "INSERT INTO zones (region, zone, created_at)
+             SELECT name, $2, $3 FROM regions WHERE name = $1 AND decommissioned_at IS NULL
+             ON CONFLICT (region, zone) DO UPDATE
+               SET decommissioned_at = NULL, created_at = EXCLUDED.created_at
+               WHERE zones.decommissioned_at IS NOT NULL",
+            &[&region, &zone, &now_ms()],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+pub async fn decommission_zone(c: &mut Client, region: &str, zone: &str) -> Result<bool, Error> {
+    let tx = c.transaction().await?;
+    let now = now_ms();
+    let n = tx
+        .execute(
+            "UPDATE zones SET decommissioned_at = $3
+             WHERE region = $1 AND zone = $2 AND decommissioned_at IS NULL",
+            &[&region, &zone, &now],
+        )
+        .await?;
+    tx.execute(
+        "UPDATE identities SET revoked_at = $3
+         WHERE region = $1 AND zone = $2 AND revoked_at IS NULL",
+        &[&region, &zone, &now],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE bootstrap_tokens SET revoked_at = $3
+         WHERE region = $1 AND zone = $2 AND revoked_at IS NULL",
+        &[&region, &zone, &now],
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(n == 1)
+}
 
 fn region_row(r: &Row) -> Result<RegionRecord, Error> {
     Ok(RegionRecord {
@@ -23,9 +91,11 @@ fn region_row(r: &Row) -> Result<RegionRecord, Error> {
     })
 }
 
-/// One statement: insert, or re-commission a decommissioned region; nothing for an active one.
-pub async fn create_region(c: &Client, region: &str, zone: &str) -> Result<bool, Error> {
-    let n = c
+/// Insert, or re-commission a decommissioned region; nothing for an active one. Its first zone
+/// is (re-)commissioned with it; other zones of a re-created region stay decommissioned.
+pub async fn create_region(c: &mut Client, region: &str, zone: &str) -> Result<bool, Error> {
+    let tx = c.transaction().await?;
+    let n = tx
         .execute(
             "INSERT INTO regions (name, zone, created_at) VALUES ($1, $2, $3)
              ON CONFLICT (name) DO UPDATE
@@ -34,6 +104,22 @@ pub async fn create_region(c: &Client, region: &str, zone: &str) -> Result<bool,
             &[&region, &zone, &now_ms()],
         )
         .await?;
+    if n == 1 {
+        tx.execute(
+            "UPDATE zones SET decommissioned_at = COALESCE(decommissioned_at, $2)
+             WHERE region = $1",
+            &[&region, &now_ms()],
+        )
+        .await?;
+        tx.execute(
+            "INSERT INTO zones (region, zone, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (region, zone) DO UPDATE
+               SET decommissioned_at = NULL, created_at = EXCLUDED.created_at",
+            &[&region, &zone, &now_ms()],
+        )
+        .await?;
+    }
+    tx.commit().await?;
     Ok(n == 1)
 }
 
@@ -70,6 +156,11 @@ pub async fn decommission(c: &mut Client, region: &str) -> Result<bool, Error> {
         &[&region, &now],
     )
     .await?;
+    tx.execute(
+        "UPDATE zones SET decommissioned_at = $2 WHERE region = $1 AND decommissioned_at IS NULL",
+        &[&region, &now],
+    )
+    .await?;
     tx.commit().await?;
     Ok(n == 1)
 }
@@ -77,6 +168,7 @@ pub async fn decommission(c: &mut Client, region: &str) -> Result<bool, Error> {
 pub async fn add_bootstrap(
     c: &mut Client,
     region: &str,
+    zone: &str,
     hash: &[u8; 32],
     salt: &[u8; 32],
     expires_at: i64,
@@ -84,15 +176,16 @@ pub async fn add_bootstrap(
     let tx = c.transaction().await?;
     let now = now_ms();
     tx.execute(
-        "UPDATE bootstrap_tokens SET revoked_at = $2 WHERE region = $1 AND revoked_at IS NULL",
-        &[&region, &now],
+        "UPDATE bootstrap_tokens SET revoked_at = $3
+         WHERE region = $1 AND zone = $2 AND revoked_at IS NULL",
+        &[&region, &zone, &now],
     )
     .await?;
     let row = tx
         .query_one(
-            "INSERT INTO bootstrap_tokens (region, hash, salt, created_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5) RETURNING id",
-            &[&region, &&hash[..], &&salt[..], &now, &expires_at],
+            "INSERT INTO bootstrap_tokens (region, zone, hash, salt, created_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+            &[&region, &zone, &&hash[..], &&salt[..], &now, &expires_at],
         )
         .await?;
     tx.commit().await?;
@@ -107,9 +200,12 @@ pub async fn check(
 ) -> Result<Result<Credential, Refusal>, Error> {
     let identity = c
         .query_opt(
-            "SELECT i.region, r.zone, i.revoked_at IS NOT NULL OR r.decommissioned_at IS NOT NULL,
+            "SELECT i.region, i.zone, i.revoked_at IS NOT NULL OR r.decommissioned_at IS NOT NULL
+                        OR z.decommissioned_at IS NOT NULL,
                     i.expires_at, i.valid_until
-             FROM identities i JOIN regions r ON r.name = i.region WHERE i.hash = $1",
+             FROM identities i JOIN regions r ON r.name = i.region
+             LEFT JOIN zones z ON z.region = i.region AND z.zone = i.zone
+             WHERE i.hash = $1",
             &[&&hash[..]],
         )
         .await?;
@@ -125,11 +221,13 @@ pub async fn check(
     }
     let bootstrap = c
         .query_opt(
-            "SELECT t.id, t.region, r.zone, t.salt, t.expires_at, t.used_at IS NOT NULL,
-                    t.revoked_at IS NOT NULL, r.decommissioned_at IS NOT NULL,
+            "SELECT t.id, t.region, t.zone, t.salt, t.expires_at, t.used_at IS NOT NULL,
+                    t.revoked_at IS NOT NULL,
+                    r.decommissioned_at IS NOT NULL OR z.decommissioned_at IS NOT NULL,
                     COALESCE(i.id IS NOT NULL AND i.first_used_at IS NULL AND i.revoked_at IS NULL
                         AND i.valid_until IS NULL, FALSE)
              FROM bootstrap_tokens t JOIN regions r ON r.name = t.region
+             LEFT JOIN zones z ON z.region = t.region AND z.zone = t.zone
              LEFT JOIN identities i ON i.bootstrap_id = t.id
              WHERE t.hash = $1",
             &[&&hash[..]],
@@ -175,8 +273,8 @@ pub async fn exchange(
         .await?;
     let outcome = if n == 1 {
         tx.execute(
-            "INSERT INTO identities (region, hash, created_at, expires_at, bootstrap_id)
-             VALUES ($1, $2, $3, $4, $5)",
+            "INSERT INTO identities (region, zone, hash, created_at, expires_at, bootstrap_id)
+             SELECT $1, t.zone, $2, $3, $4, $5 FROM bootstrap_tokens t WHERE t.id = $5",
             &[
                 &region,
                 &&identity_hash[..],
@@ -243,8 +341,9 @@ pub async fn rotate_identity(
         return Ok(false);
     }
     tx.execute(
-        "INSERT INTO identities (region, hash, created_at, expires_at) VALUES ($1, $2, $3, $4)",
-        &[&region, &&new[..], &now_ms(), &new_expires_at],
+        "INSERT INTO identities (region, zone, hash, created_at, expires_at)
+         SELECT $1, zone, $2, $3, $4 FROM identities WHERE hash = $5",
+        &[&region, &&new[..], &now_ms(), &new_expires_at, &&old[..]],
     )
     .await?;
     tx.commit().await?;

@@ -27,6 +27,7 @@ pub use events::{CHANNEL, MAX_PAYLOAD};
 use super::{
     Credential, Event, Exchange, Heartbeat, NewRequest, Outcome, Refusal, RegionRecord,
     RequestRecord, RequestState, ServiceRecord, SessionRecord, Store, StoreError, Submitted,
+    ZoneRecord,
 };
 
 const BACKEND: &str = "postgres";
@@ -181,7 +182,20 @@ impl Store for PostgresStore {
     }
 
     async fn create_region(&self, region: &str, zone: &str) -> Result<bool, StoreError> {
-        pooled!(self, "create a region", c => identity::create_region(&c, region, zone))
+        pooled!(self, "create a region", c => identity::create_region(&mut c, region, zone))
+    }
+
+    async fn add_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError> {
+        pooled!(self, "add a zone", c => identity::add_zone(&c, region, zone))
+    }
+
+    async fn zones(&self) -> Result<Vec<ZoneRecord>, StoreError> {
+        pooled!(self, "list zones", c => identity::zones(&c))
+    }
+
+    async fn decommission_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError> {
+        pooled!(self, "decommission a zone", c =>
+            identity::decommission_zone(&mut c, region, zone))
     }
 
     async fn region(&self, name: &str) -> Result<Option<RegionRecord>, StoreError> {
@@ -199,12 +213,13 @@ impl Store for PostgresStore {
     async fn add_bootstrap(
         &self,
         region: &str,
+        zone: &str,
         hash: &[u8; 32],
         salt: &[u8; 32],
         expires_at: i64,
     ) -> Result<i64, StoreError> {
         pooled!(self, "store a bootstrap token", c =>
-            identity::add_bootstrap(&mut c, region, hash, salt, expires_at))
+            identity::add_bootstrap(&mut c, region, zone, hash, salt, expires_at))
     }
 
     async fn check(
@@ -277,8 +292,8 @@ impl Store for PostgresStore {
         pooled!(self, "close a replica's sessions", c => sessions::close_replica(&c, replica, now))
     }
 
-    async fn session(&self, region: &str) -> Result<Option<SessionRecord>, StoreError> {
-        pooled!(self, "read a session", c => sessions::one(&c, region))
+    async fn session(&self, region: &str, zone: &str) -> Result<Option<SessionRecord>, StoreError> {
+        pooled!(self, "read a session", c => sessions::one(&c, region, zone))
     }
 
     async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
@@ -293,16 +308,16 @@ impl Store for PostgresStore {
         pooled!(self, "read a request", c => requests::one(&c, id))
     }
 
-    async fn unanswered(&self, region: &str) -> Result<Vec<RequestRecord>, StoreError> {
-        pooled!(self, "list unanswered requests", c => requests::unanswered(&c, region))
+    async fn unanswered(&self, region: &str, zone: &str) -> Result<Vec<RequestRecord>, StoreError> {
+        pooled!(self, "list unanswered requests", c => requests::unanswered(&c, region, zone))
     }
 
-    async fn unanswered_counts(&self) -> Result<HashMap<String, u64>, StoreError> {
+    async fn unanswered_counts(&self) -> Result<HashMap<(String, String), u64>, StoreError> {
         pooled!(self, "count unanswered requests", c => requests::unanswered_counts(&c))
     }
 
-    async fn queued_regions(&self) -> Result<Vec<String>, StoreError> {
-        pooled!(self, "list regions with queued requests", c => requests::queued_regions(&c))
+    async fn queued_zones(&self) -> Result<Vec<(String, String)>, StoreError> {
+        pooled!(self, "list zones with queued requests", c => requests::queued_zones(&c))
     }
 
     async fn mark_sent(&self, id: &str, now: i64) -> Result<bool, StoreError> {

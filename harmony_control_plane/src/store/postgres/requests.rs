@@ -8,7 +8,7 @@ use super::Error;
 use crate::store::{NewRequest, RequestRecord, RequestState, Submitted, classify};
 
 const COLUMNS: &str = "id, region, op, params, body_hash, state, res, seq, created_at, sent_at, \
-     completed_at, deliveries, tenant, project, project_json";
+     completed_at, deliveries, tenant, project, project_json, zone";
 
 fn row(r: &Row) -> Result<RequestRecord, Error> {
     let hash: Vec<u8> = r.try_get(4)?;
@@ -30,6 +30,7 @@ fn row(r: &Row) -> Result<RequestRecord, Error> {
         completed_at: r.try_get(10)?,
         deliveries: u32::try_from(r.try_get::<_, i64>(11)?).unwrap_or(u32::MAX),
         scope: crate::store::tenancy::scope_of(r.try_get(12)?, r.try_get(13)?, r.try_get(14)?),
+        zone: r.try_get::<_, Option<String>>(15)?.unwrap_or_default(),
     })
 }
 
@@ -50,8 +51,10 @@ pub async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Error> {
         let n = c
             .execute(
                 "INSERT INTO requests (id, region, op, params, body_hash, state, created_at,
-                     tenant, project, project_json)
-                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING",
+                     tenant, project, project_json, zone)
+                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9,
+                     COALESCE(NULLIF($10, ''), (SELECT zone FROM regions WHERE name = $2), ''))
+                 ON CONFLICT (id) DO NOTHING",
                 &[
                     &r.id,
                     &r.region,
@@ -62,6 +65,7 @@ pub async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Error> {
                     &r.scope.as_ref().map(|s| &s.tenant),
                     &r.scope.as_ref().map(|s| &s.project),
                     &r.scope.as_ref().map(|s| &s.project_json),
+                    &r.zone,
                 ],
             )
             .await?;
@@ -78,14 +82,15 @@ pub async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Error> {
     )))
 }
 
-pub async fn unanswered(c: &Client, region: &str) -> Result<Vec<RequestRecord>, Error> {
+pub async fn unanswered(c: &Client, region: &str, zone: &str) -> Result<Vec<RequestRecord>, Error> {
     let rows = c
         .query(
             &format!(
-                "SELECT {COLUMNS} FROM requests WHERE region = $1 AND state IN ('queued', 'sent')
+                "SELECT {COLUMNS} FROM requests WHERE region = $1 AND zone = $2
+                   AND state IN ('queued', 'sent')
                  ORDER BY seq"
             ),
-            &[&region],
+            &[&region, &zone],
         )
         .await?;
     rows.iter().map(row).collect()
@@ -130,25 +135,33 @@ pub async fn prune(c: &Client, older_than: i64) -> Result<u64, Error> {
     Ok(n)
 }
 
-pub async fn unanswered_counts(c: &Client) -> Result<HashMap<String, u64>, Error> {
+pub async fn unanswered_counts(c: &Client) -> Result<HashMap<(String, String), u64>, Error> {
     let rows = c
         .query(
-            "SELECT region, COUNT(*) FROM requests WHERE state IN ('queued', 'sent')
-             GROUP BY region",
+            "SELECT region, COALESCE(zone, ''), COUNT(*) FROM requests
+             WHERE state IN ('queued', 'sent') GROUP BY region, zone",
             &[],
         )
         .await?;
     rows.iter()
-        .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)?.max(0) as u64)))
+        .map(|r| {
+            Ok((
+                (r.try_get(0)?, r.try_get(1)?),
+                r.try_get::<_, i64>(2)?.max(0) as u64,
+            ))
+        })
         .collect()
 }
 
-pub async fn queued_regions(c: &Client) -> Result<Vec<String>, Error> {
+pub async fn queued_zones(c: &Client) -> Result<Vec<(String, String)>, Error> {
     let rows = c
         .query(
-            "SELECT DISTINCT region FROM requests WHERE state = 'queued' ORDER BY region",
+            "SELECT DISTINCT region, COALESCE(zone, '') FROM requests WHERE state = 'queued'
+             ORDER BY 1, 2",
             &[],
         )
         .await?;
-    rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
 }

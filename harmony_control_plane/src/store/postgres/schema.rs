@@ -17,6 +17,13 @@ CREATE TABLE IF NOT EXISTS regions (
     created_at BIGINT NOT NULL,
     decommissioned_at BIGINT
 );
+CREATE TABLE IF NOT EXISTS zones (
+    region TEXT NOT NULL REFERENCES regions(name),
+    zone TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    decommissioned_at BIGINT,
+    PRIMARY KEY (region, zone)
+);
 CREATE TABLE IF NOT EXISTS bootstrap_tokens (
     id BIGSERIAL PRIMARY KEY,
     region TEXT NOT NULL REFERENCES regions(name),
@@ -78,6 +85,28 @@ CREATE TABLE IF NOT EXISTS requests (
     completed_at BIGINT,
     deliveries BIGINT NOT NULL DEFAULT 0
 );
+-- Version 2: zones. Every statement is idempotent (run on every start of an older schema).
+ALTER TABLE bootstrap_tokens ADD COLUMN IF NOT EXISTS zone TEXT;
+ALTER TABLE identities ADD COLUMN IF NOT EXISTS zone TEXT;
+ALTER TABLE requests ADD COLUMN IF NOT EXISTS zone TEXT;
+ALTER TABLE service_instances ADD COLUMN IF NOT EXISTS zone TEXT;
+ALTER TABLE service_instances ADD COLUMN IF NOT EXISTS parent TEXT;
+ALTER TABLE sessions ADD COLUMN IF NOT EXISTS zone TEXT;
+INSERT INTO zones (region, zone, created_at, decommissioned_at)
+    SELECT name, zone, created_at, decommissioned_at FROM regions
+    ON CONFLICT (region, zone) DO NOTHING;
+UPDATE bootstrap_tokens t SET zone = r.zone FROM regions r
+    WHERE t.zone IS NULL AND r.name = t.region;
+UPDATE identities i SET zone = r.zone FROM regions r WHERE i.zone IS NULL AND r.name = i.region;
+UPDATE requests q SET zone = r.zone FROM regions r WHERE q.zone IS NULL AND r.name = q.region;
+UPDATE service_instances s SET zone = r.zone FROM regions r
+    WHERE s.zone IS NULL AND r.name = s.region;
+UPDATE sessions s SET zone = COALESCE((SELECT r.zone FROM regions r WHERE r.name = s.region), '')
+    WHERE s.zone IS NULL;
+ALTER TABLE sessions ALTER COLUMN zone SET NOT NULL;
+CREATE INDEX IF NOT EXISTS requests_unanswered_by_zone ON requests(region, zone, seq)
+    WHERE state IN ('queued', 'sent');
+CREATE INDEX IF NOT EXISTS bootstrap_by_zone ON bootstrap_tokens(region, zone);
 CREATE INDEX IF NOT EXISTS identities_by_region ON identities(region);
 CREATE INDEX IF NOT EXISTS identities_by_bootstrap ON identities(bootstrap_id);
 CREATE INDEX IF NOT EXISTS bootstrap_by_region ON bootstrap_tokens(region);
@@ -101,6 +130,25 @@ pub async fn migrate(client: &mut Client) -> Result<(), String> {
     tx.batch_execute(super::tenancy::TABLES)
         .await
         .map_err(sql)?;
+    // Version 1 keyed sessions by region alone: one row per (region, zone) from version 2 on.
+    let keyed_by_zone: bool = tx
+        .query_one(
+            "SELECT COUNT(*) = 2 FROM information_schema.key_column_usage
+             WHERE table_schema = current_schema() AND table_name = 'sessions'
+               AND constraint_name = 'sessions_pkey'",
+            &[],
+        )
+        .await
+        .map_err(sql)?
+        .get(0);
+    if !keyed_by_zone {
+        tx.batch_execute(
+            "ALTER TABLE sessions DROP CONSTRAINT IF EXISTS sessions_pkey;
+             ALTER TABLE sessions ADD PRIMARY KEY (region, zone);",
+        )
+        .await
+        .map_err(sql)?;
+    }
     let stored: Option<i64> = tx
         .query_one("SELECT MAX(version) FROM schema_version", &[])
         .await

@@ -11,7 +11,7 @@ use super::Error;
 use crate::store::{Outcome, ServiceRecord, now_ms};
 
 const COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, \
-     created_at, updated_at, tenant, project";
+     created_at, updated_at, tenant, project, zone, parent";
 
 fn row(r: &Row) -> Result<ServiceRecord, Error> {
     let state: String = r.try_get(3)?;
@@ -33,6 +33,8 @@ fn row(r: &Row) -> Result<ServiceRecord, Error> {
         created_at: r.try_get(9)?,
         updated_at: r.try_get(10)?,
         owner: crate::store::tenancy::owner_of(r.try_get(11)?, r.try_get(12)?),
+        zone: r.try_get::<_, Option<String>>(13)?.unwrap_or_default(),
+        parent: r.try_get(14)?,
     })
 }
 
@@ -55,7 +57,9 @@ pub async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
         .execute(
             &format!(
                 "INSERT INTO service_instances ({COLUMNS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (id) DO NOTHING"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
+                     COALESCE(NULLIF($14, ''), (SELECT zone FROM regions WHERE name = $3), ''), $15)
+                 ON CONFLICT (id) DO NOTHING"
             ),
             &[
                 &rec.id,
@@ -71,6 +75,8 @@ pub async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
                 &rec.updated_at,
                 &rec.owner.as_ref().map(|o| &o.tenant),
                 &rec.owner.as_ref().map(|o| &o.project),
+                &rec.zone,
+                &rec.parent,
             ],
         )
         .await?;

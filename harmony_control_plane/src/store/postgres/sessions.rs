@@ -1,4 +1,4 @@
-//! Session rows (one per region) in PostgreSQL.
+//! Session rows (one per region and zone) in PostgreSQL.
 
 use deadpool_postgres::{Client, GenericClient};
 use tokio_postgres::Row;
@@ -6,22 +6,23 @@ use tokio_postgres::Row;
 use super::Error;
 use crate::store::{Heartbeat, SessionRecord, merge_heartbeats};
 
-const COLUMNS: &str = "region, replica, conn, connected, connected_at, disconnected_at, \
+const COLUMNS: &str = "region, zone, replica, conn, connected, connected_at, disconnected_at, \
      last_heartbeat_at, hello_json, status_json, services_json, max_frame_bytes";
 
 fn row(r: &Row) -> Result<SessionRecord, Error> {
     Ok(SessionRecord {
         region: r.try_get(0)?,
-        replica: r.try_get(1)?,
-        conn: r.try_get(2)?,
-        connected: r.try_get(3)?,
-        connected_at: r.try_get(4)?,
-        disconnected_at: r.try_get(5)?,
-        last_heartbeat_at: r.try_get(6)?,
-        hello_json: r.try_get(7)?,
-        status_json: r.try_get(8)?,
-        services_json: r.try_get(9)?,
-        max_frame_bytes: r.try_get::<_, i64>(10)?.max(0) as u64,
+        zone: r.try_get(1)?,
+        replica: r.try_get(2)?,
+        conn: r.try_get(3)?,
+        connected: r.try_get(4)?,
+        connected_at: r.try_get(5)?,
+        disconnected_at: r.try_get(6)?,
+        last_heartbeat_at: r.try_get(7)?,
+        hello_json: r.try_get(8)?,
+        status_json: r.try_get(9)?,
+        services_json: r.try_get(10)?,
+        max_frame_bytes: r.try_get::<_, i64>(11)?.max(0) as u64,
     })
 }
 
@@ -30,8 +31,8 @@ pub async fn open(c: &Client, s: &SessionRecord) -> Result<bool, Error> {
     let n = c
         .execute(
             &format!(
-            "INSERT INTO sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-             ON CONFLICT (region) DO UPDATE SET replica = EXCLUDED.replica, conn = EXCLUDED.conn,
+            "INSERT INTO sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+             ON CONFLICT (region, zone) DO UPDATE SET replica = EXCLUDED.replica, conn = EXCLUDED.conn,
                connected = EXCLUDED.connected, connected_at = EXCLUDED.connected_at,
                disconnected_at = EXCLUDED.disconnected_at,
                last_heartbeat_at = EXCLUDED.last_heartbeat_at, hello_json = EXCLUDED.hello_json,
@@ -41,6 +42,7 @@ pub async fn open(c: &Client, s: &SessionRecord) -> Result<bool, Error> {
         ),
             &[
                 &s.region,
+                &s.zone,
                 &s.replica,
                 &s.conn,
                 &s.connected,
@@ -114,11 +116,11 @@ pub async fn close_replica(c: &Client, replica: &str, now: i64) -> Result<u64, E
     Ok(n)
 }
 
-pub async fn one(c: &Client, region: &str) -> Result<Option<SessionRecord>, Error> {
+pub async fn one(c: &Client, region: &str, zone: &str) -> Result<Option<SessionRecord>, Error> {
     let r = c
         .query_opt(
-            &format!("SELECT {COLUMNS} FROM sessions WHERE region = $1"),
-            &[&region],
+            &format!("SELECT {COLUMNS} FROM sessions WHERE region = $1 AND zone = $2"),
+            &[&region, &zone],
         )
         .await?;
     r.as_ref().map(row).transpose()
@@ -127,7 +129,7 @@ pub async fn one(c: &Client, region: &str) -> Result<Option<SessionRecord>, Erro
 pub async fn all(c: &Client) -> Result<Vec<SessionRecord>, Error> {
     let rows = c
         .query(
-            &format!("SELECT {COLUMNS} FROM sessions ORDER BY region"),
+            &format!("SELECT {COLUMNS} FROM sessions ORDER BY region, zone"),
             &[],
         )
         .await?;

@@ -3,11 +3,79 @@
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use super::conversion;
-use crate::store::{Credential, Exchange, Refusal, RegionRecord, now_ms};
+use crate::store::{Credential, Exchange, Refusal, RegionRecord, ZoneRecord, now_ms};
 
 const REGION_SELECT: &str = "SELECT r.name, r.zone, r.created_at, r.decommissioned_at,
-        EXISTS(SELECT 1 FROM identities i WHERE i.region = r.name AND i.revoked_at IS NULL)
+        EXISTS(SELECT 1 FROM identities i WHERE i.region = r.name AND i.zone = r.zone
+            AND i.revoked_at IS NULL)
      FROM regions r";
+
+const ZONE_SELECT: &str = "SELECT z.region, z.zone, z.created_at,
+        COALESCE(z.decommissioned_at, r.decommissioned_at),
+        EXISTS(SELECT 1 FROM identities i WHERE i.region = z.region AND i.zone = z.zone
+            AND i.revoked_at IS NULL)
+     FROM zones z JOIN regions r ON r.name = z.region";
+
+fn zone_row(r: &Row<'_>) -> rusqlite::Result<ZoneRecord> {
+    Ok(ZoneRecord {
+        region: r.get(0)?,
+        zone: r.get(1)?,
+        created_at: r.get(2)?,
+        decommissioned_at: r.get(3)?,
+        has_identity: r.get(4)?,
+    })
+}
+
+pub fn zones(c: &Connection) -> rusqlite::Result<Vec<ZoneRecord>> {
+    let mut stmt = c.prepare(&format!(
+        "{ZONE_SELECT} ORDER BY z.region, z.zone <> r.zone, z.created_at, z.zone"
+    ))?;
+    let rows = stmt.query_map([], zone_row)?;
+    rows.collect()
+}
+
+pub fn add_zone(c: &mut Connection, region: &str, zone: &str) -> rusqlite::Result<bool> {
+    let tx = c.transaction()?;
+    let active_region: bool = tx.query_row(
+        "SELECT EXISTS(SELECT 1 FROM regions WHERE name = ?1 AND decommissioned_at IS NULL)",
+        [region],
+        |r| r.get(0),
+    )?;
+    if !active_region {
+        return Ok(false);
+    }
+    let n = tx.execute(
+        "INSERT INTO zones (region, zone, created_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT(region, zone) DO UPDATE SET decommissioned_at = NULL,
+             created_at = excluded.created_at
+         WHERE zones.decommissioned_at IS NOT NULL",
+        params![region, zone, now_ms()],
+    )?;
+    tx.commit()?;
+    Ok(n == 1)
+}
+
+pub fn decommission_zone(c: &mut Connection, region: &str, zone: &str) -> rusqlite::Result<bool> {
+    let tx = c.transaction()?;
+    let now = now_ms();
+    let n = tx.execute(
+        "UPDATE zones SET decommissioned_at = ?3
+         WHERE region = ?1 AND zone = ?2 AND decommissioned_at IS NULL",
+        params![region, zone, now],
+    )?;
+    tx.execute(
+        "UPDATE identities SET revoked_at = ?3
+         WHERE region = ?1 AND zone = ?2 AND revoked_at IS NULL",
+        params![region, zone, now],
+    )?;
+    tx.execute(
+        "UPDATE bootstrap_tokens SET revoked_at = ?3
+         WHERE region = ?1 AND zone = ?2 AND revoked_at IS NULL",
+        params![region, zone, now],
+    )?;
+    tx.commit()?;
+    Ok(n == 1)
+}
 
 fn region_row(r: &Row<'_>) -> rusqlite::Result<RegionRecord> {
     Ok(RegionRecord {
@@ -35,12 +103,29 @@ pub fn create_region(c: &mut Connection, region: &str, zone: &str) -> rusqlite::
                 "UPDATE regions SET zone = ?2, decommissioned_at = NULL, created_at = ?3 WHERE name = ?1",
                 params![region, zone, now_ms()],
             )?;
+            // Re-created: its first zone only; other zones are added again explicitly.
+            tx.execute(
+                "UPDATE zones SET decommissioned_at = COALESCE(decommissioned_at, ?2)
+                 WHERE region = ?1",
+                params![region, now_ms()],
+            )?;
+            tx.execute(
+                "INSERT INTO zones (region, zone, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(region, zone) DO UPDATE SET decommissioned_at = NULL,
+                     created_at = excluded.created_at",
+                params![region, zone, now_ms()],
+            )?;
             true
         }
         None => {
+            let now = now_ms();
             tx.execute(
                 "INSERT INTO regions (name, zone, created_at) VALUES (?1, ?2, ?3)",
-                params![region, zone, now_ms()],
+                params![region, zone, now],
+            )?;
+            tx.execute(
+                "INSERT OR REPLACE INTO zones (region, zone, created_at) VALUES (?1, ?2, ?3)",
+                params![region, zone, now],
             )?;
             true
         }
@@ -79,6 +164,10 @@ pub fn decommission(c: &mut Connection, region: &str) -> rusqlite::Result<bool> 
         "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE region = ?1 AND revoked_at IS NULL",
         params![region, now],
     )?;
+    tx.execute(
+        "UPDATE zones SET decommissioned_at = ?2 WHERE region = ?1 AND decommissioned_at IS NULL",
+        params![region, now],
+    )?;
     tx.commit()?;
     Ok(n == 1)
 }
@@ -86,6 +175,7 @@ pub fn decommission(c: &mut Connection, region: &str) -> rusqlite::Result<bool> 
 pub fn add_bootstrap(
     c: &mut Connection,
     region: &str,
+    zone: &str,
     hash: &[u8; 32],
     salt: &[u8; 32],
     expires_at: i64,
@@ -93,13 +183,14 @@ pub fn add_bootstrap(
     let tx = c.transaction()?;
     let now = now_ms();
     tx.execute(
-        "UPDATE bootstrap_tokens SET revoked_at = ?2 WHERE region = ?1 AND revoked_at IS NULL",
-        params![region, now],
+        "UPDATE bootstrap_tokens SET revoked_at = ?3
+         WHERE region = ?1 AND zone = ?2 AND revoked_at IS NULL",
+        params![region, zone, now],
     )?;
     tx.execute(
-        "INSERT INTO bootstrap_tokens (region, hash, salt, created_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![region, &hash[..], &salt[..], now, expires_at],
+        "INSERT INTO bootstrap_tokens (region, zone, hash, salt, created_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![region, zone, &hash[..], &salt[..], now, expires_at],
     )?;
     let id = tx.last_insert_rowid();
     tx.commit()?;
@@ -114,9 +205,12 @@ pub fn check(
 ) -> rusqlite::Result<Result<Credential, Refusal>> {
     let identity = c
         .query_row(
-            "SELECT i.region, r.zone, i.revoked_at IS NOT NULL OR r.decommissioned_at IS NOT NULL,
+            "SELECT i.region, i.zone, i.revoked_at IS NOT NULL OR r.decommissioned_at IS NOT NULL
+                        OR z.decommissioned_at IS NOT NULL,
                     i.expires_at, i.valid_until
-             FROM identities i JOIN regions r ON r.name = i.region WHERE i.hash = ?1",
+             FROM identities i JOIN regions r ON r.name = i.region
+             LEFT JOIN zones z ON z.region = i.region AND z.zone = i.zone
+             WHERE i.hash = ?1",
             [&hash[..]],
             |r| {
                 Ok(crate::store::IdentityFacts {
@@ -134,11 +228,13 @@ pub fn check(
     }
     let bootstrap = c
         .query_row(
-            "SELECT t.id, t.region, r.zone, t.salt, t.expires_at, t.used_at IS NOT NULL,
-                    t.revoked_at IS NOT NULL, r.decommissioned_at IS NOT NULL,
+            "SELECT t.id, t.region, t.zone, t.salt, t.expires_at, t.used_at IS NOT NULL,
+                    t.revoked_at IS NOT NULL,
+                    r.decommissioned_at IS NOT NULL OR z.decommissioned_at IS NOT NULL,
                     i.id IS NOT NULL AND i.first_used_at IS NULL AND i.revoked_at IS NULL
                         AND i.valid_until IS NULL
              FROM bootstrap_tokens t JOIN regions r ON r.name = t.region
+             LEFT JOIN zones z ON z.region = t.region AND z.zone = t.zone
              LEFT JOIN identities i ON i.bootstrap_id = t.id
              WHERE t.hash = ?1",
             [&hash[..]],
@@ -182,8 +278,8 @@ pub fn exchange(
     )?;
     let outcome = if n == 1 {
         tx.execute(
-            "INSERT INTO identities (region, hash, created_at, expires_at, bootstrap_id)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO identities (region, zone, hash, created_at, expires_at, bootstrap_id)
+             SELECT ?1, t.zone, ?2, ?3, ?4, ?5 FROM bootstrap_tokens t WHERE t.id = ?5",
             params![region, &identity_hash[..], now, expires_at, bootstrap_id],
         )?;
         Exchange::Issued
@@ -237,9 +333,11 @@ pub fn rotate_identity(
     if n != 1 {
         return Ok(false);
     }
+    // The new identity belongs to the old one's zone.
     tx.execute(
-        "INSERT INTO identities (region, hash, created_at, expires_at) VALUES (?1, ?2, ?3, ?4)",
-        params![region, &new[..], now_ms(), new_expires_at],
+        "INSERT INTO identities (region, zone, hash, created_at, expires_at)
+         SELECT ?1, zone, ?2, ?3, ?4 FROM identities WHERE hash = ?5",
+        params![region, &new[..], now_ms(), new_expires_at, &old[..]],
     )?;
     tx.commit()?;
     Ok(true)

@@ -20,6 +20,7 @@ use tokio::sync::broadcast;
 use super::{
     Credential, Event, Exchange, Heartbeat, NewRequest, Outcome, Refusal, RegionRecord,
     RequestRecord, RequestState, ServiceRecord, SessionRecord, Store, StoreError, Submitted,
+    ZoneRecord,
 };
 
 const BACKEND: &str = "sqlite";
@@ -112,16 +113,35 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn add_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError> {
+        let (region, zone) = (region.to_owned(), zone.to_owned());
+        self.run("add a zone", move |c| identity::add_zone(c, &region, &zone))
+            .await
+    }
+
+    async fn zones(&self) -> Result<Vec<ZoneRecord>, StoreError> {
+        self.run("list zones", |c| identity::zones(c)).await
+    }
+
+    async fn decommission_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError> {
+        let (region, zone) = (region.to_owned(), zone.to_owned());
+        self.run("decommission a zone", move |c| {
+            identity::decommission_zone(c, &region, &zone)
+        })
+        .await
+    }
+
     async fn add_bootstrap(
         &self,
         region: &str,
+        zone: &str,
         hash: &[u8; 32],
         salt: &[u8; 32],
         expires_at: i64,
     ) -> Result<i64, StoreError> {
-        let (region, hash, salt) = (region.to_owned(), *hash, *salt);
+        let (region, zone, hash, salt) = (region.to_owned(), zone.to_owned(), *hash, *salt);
         self.run("store a bootstrap token", move |c| {
-            identity::add_bootstrap(c, &region, &hash, &salt, expires_at)
+            identity::add_bootstrap(c, &region, &zone, &hash, &salt, expires_at)
         })
         .await
     }
@@ -226,9 +246,9 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn session(&self, region: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let region = region.to_owned();
-        self.run("read a session", move |c| sessions::one(c, &region))
+    async fn session(&self, region: &str, zone: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let (region, zone) = (region.to_owned(), zone.to_owned());
+        self.run("read a session", move |c| sessions::one(c, &region, &zone))
             .await
     }
 
@@ -248,24 +268,24 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn unanswered(&self, region: &str) -> Result<Vec<RequestRecord>, StoreError> {
-        let region = region.to_owned();
+    async fn unanswered(&self, region: &str, zone: &str) -> Result<Vec<RequestRecord>, StoreError> {
+        let (region, zone) = (region.to_owned(), zone.to_owned());
         self.run("list unanswered requests", move |c| {
-            requests::unanswered(c, &region)
+            requests::unanswered(c, &region, &zone)
         })
         .await
     }
 
-    async fn unanswered_counts(&self) -> Result<HashMap<String, u64>, StoreError> {
+    async fn unanswered_counts(&self) -> Result<HashMap<(String, String), u64>, StoreError> {
         self.run("count unanswered requests", |c| {
             requests::unanswered_counts(c)
         })
         .await
     }
 
-    async fn queued_regions(&self) -> Result<Vec<String>, StoreError> {
-        self.run("list regions with queued requests", |c| {
-            requests::queued_regions(c)
+    async fn queued_zones(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.run("list zones with queued requests", |c| {
+            requests::queued_zones(c)
         })
         .await
     }
@@ -422,3 +442,5 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod zone_upgrade_tests;

@@ -7,7 +7,7 @@ use super::conversion;
 use crate::store::{NewRequest, RequestRecord, RequestState, Submitted};
 
 const COLUMNS: &str = "id, region, op, params, body_hash, state, res, seq, created_at, sent_at, \
-     completed_at, deliveries, tenant, project, project_json";
+     completed_at, deliveries, tenant, project, project_json, zone";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<RequestRecord> {
     let hash: Vec<u8> = r.get(4)?;
@@ -29,6 +29,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<RequestRecord> {
         completed_at: r.get(10)?,
         deliveries: r.get(11)?,
         scope: crate::store::tenancy::scope_of(r.get(12)?, r.get(13)?, r.get(14)?),
+        zone: r.get::<_, Option<String>>(15)?.unwrap_or_default(),
     })
 }
 
@@ -45,8 +46,10 @@ pub fn submit(c: &mut Connection, r: &NewRequest) -> rusqlite::Result<Submitted>
     let tx = c.transaction()?;
     let n = tx.execute(
         "INSERT INTO requests (id, region, op, params, body_hash, state, created_at,
-             tenant, project, project_json)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8, ?9) ON CONFLICT(id) DO NOTHING",
+             tenant, project, project_json, zone)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8, ?9,
+             COALESCE(NULLIF(?10, ''), (SELECT zone FROM regions WHERE name = ?2), ''))
+         ON CONFLICT(id) DO NOTHING",
         params![
             r.id,
             r.region,
@@ -57,6 +60,7 @@ pub fn submit(c: &mut Connection, r: &NewRequest) -> rusqlite::Result<Submitted>
             r.scope.as_ref().map(|s| &s.tenant),
             r.scope.as_ref().map(|s| &s.project),
             r.scope.as_ref().map(|s| &s.project_json),
+            r.zone
         ],
     )?;
     let outcome = if n == 1 {
@@ -73,12 +77,17 @@ pub fn one(c: &Connection, id: &str) -> rusqlite::Result<Option<RequestRecord>> 
     read(c, id)
 }
 
-pub fn unanswered(c: &Connection, region: &str) -> rusqlite::Result<Vec<RequestRecord>> {
+pub fn unanswered(
+    c: &Connection,
+    region: &str,
+    zone: &str,
+) -> rusqlite::Result<Vec<RequestRecord>> {
     let mut stmt = c.prepare(&format!(
-        "SELECT {COLUMNS} FROM requests WHERE region = ?1 AND state IN ('queued', 'sent')
+        "SELECT {COLUMNS} FROM requests WHERE region = ?1 AND zone = ?2
+           AND state IN ('queued', 'sent')
          ORDER BY seq"
     ))?;
-    let rows = stmt.query_map([region], row)?;
+    let rows = stmt.query_map([region, zone], row)?;
     rows.collect()
 }
 
@@ -115,17 +124,22 @@ pub fn prune(c: &Connection, older_than: i64) -> rusqlite::Result<u64> {
     Ok(n as u64)
 }
 
-pub fn unanswered_counts(c: &Connection) -> rusqlite::Result<HashMap<String, u64>> {
+pub fn unanswered_counts(c: &Connection) -> rusqlite::Result<HashMap<(String, String), u64>> {
     let mut stmt = c.prepare(
-        "SELECT region, COUNT(*) FROM requests WHERE state IN ('queued', 'sent') GROUP BY region",
+        "SELECT region, COALESCE(zone, ''), COUNT(*) FROM requests
+         WHERE state IN ('queued', 'sent') GROUP BY region, zone",
     )?;
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64)))?;
+    let rows = stmt.query_map([], |r| {
+        Ok(((r.get(0)?, r.get(1)?), r.get::<_, i64>(2)?.max(0) as u64))
+    })?;
     rows.collect()
 }
 
-pub fn queued_regions(c: &Connection) -> rusqlite::Result<Vec<String>> {
-    let mut stmt =
-        c.prepare("SELECT DISTINCT region FROM requests WHERE state = 'queued' ORDER BY region")?;
-    let rows = stmt.query_map([], |r| r.get(0))?;
+pub fn queued_zones(c: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut stmt = c.prepare(
+        "SELECT DISTINCT region, COALESCE(zone, '') FROM requests WHERE state = 'queued'
+         ORDER BY region, zone",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     rows.collect()
 }

@@ -1,7 +1,9 @@
 //! The SQLite schema and its migrations. Version 2 (tenancy: `super::tenancy::TABLES` and the
 //! tenant/project columns of requests and service instances) is this release's; a database file of
 //! the previous release (regions, bootstrap_tokens, identities, service_instances, no
-//! `schema_version`) is upgraded in place by adding the missing columns.
+//! `schema_version`) is upgraded in place by adding the missing columns. Version 2 adds zones:
+//! a `zones` table, and a zone on bootstrap tokens, identities, sessions (one row per region and
+//! zone), requests and service instances; existing rows take their region's zone.
 
 use rusqlite::{Connection, Transaction};
 
@@ -23,6 +25,13 @@ CREATE TABLE IF NOT EXISTS regions (
     created_at INTEGER NOT NULL,
     decommissioned_at INTEGER
 );
+CREATE TABLE IF NOT EXISTS zones (
+    region TEXT NOT NULL REFERENCES regions(name),
+    zone TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    decommissioned_at INTEGER,
+    PRIMARY KEY (region, zone)
+);
 CREATE TABLE IF NOT EXISTS bootstrap_tokens (
     id INTEGER PRIMARY KEY,
     region TEXT NOT NULL REFERENCES regions(name),
@@ -31,7 +40,8 @@ CREATE TABLE IF NOT EXISTS bootstrap_tokens (
     expires_at INTEGER NOT NULL,
     used_at INTEGER,
     revoked_at INTEGER,
-    salt BLOB
+    salt BLOB,
+    zone TEXT
 );
 CREATE TABLE IF NOT EXISTS identities (
     id INTEGER PRIMARY KEY,
@@ -42,7 +52,8 @@ CREATE TABLE IF NOT EXISTS identities (
     expires_at INTEGER,
     first_used_at INTEGER,
     valid_until INTEGER,
-    bootstrap_id INTEGER
+    bootstrap_id INTEGER,
+    zone TEXT
 );
 CREATE TABLE IF NOT EXISTS service_instances (
     id TEXT PRIMARY KEY,
@@ -55,10 +66,13 @@ CREATE TABLE IF NOT EXISTS service_instances (
     spec TEXT NOT NULL DEFAULT '{}',
     attempts INTEGER NOT NULL DEFAULT 0,
     created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    updated_at INTEGER NOT NULL,
+    zone TEXT,
+    parent TEXT
 );
 CREATE TABLE IF NOT EXISTS sessions (
-    region TEXT PRIMARY KEY,
+    region TEXT NOT NULL,
+    zone TEXT NOT NULL,
     replica TEXT NOT NULL,
     conn TEXT NOT NULL,
     connected INTEGER NOT NULL,
@@ -68,7 +82,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     hello_json TEXT NOT NULL,
     status_json TEXT,
     services_json TEXT,
-    max_frame_bytes INTEGER NOT NULL
+    max_frame_bytes INTEGER NOT NULL,
+    PRIMARY KEY (region, zone)
 );
 CREATE TABLE IF NOT EXISTS requests (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -82,7 +97,8 @@ CREATE TABLE IF NOT EXISTS requests (
     created_at INTEGER NOT NULL,
     sent_at INTEGER,
     completed_at INTEGER,
-    deliveries INTEGER NOT NULL DEFAULT 0
+    deliveries INTEGER NOT NULL DEFAULT 0,
+    zone TEXT
 );
 ";
 
@@ -96,6 +112,9 @@ CREATE INDEX IF NOT EXISTS sessions_by_replica ON sessions(replica);
 CREATE INDEX IF NOT EXISTS requests_unanswered ON requests(region, seq)
     WHERE state IN ('queued', 'sent');
 CREATE INDEX IF NOT EXISTS requests_queued ON requests(region) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS requests_unanswered_by_zone ON requests(region, zone, seq)
+    WHERE state IN ('queued', 'sent');
+CREATE INDEX IF NOT EXISTS bootstrap_by_zone ON bootstrap_tokens(region, zone);
 CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
     WHERE state IN ('done', 'cancelled');
 ";
@@ -112,7 +131,56 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("requests", "project_json", "TEXT"),
     ("service_instances", "tenant", "TEXT"),
     ("service_instances", "project", "TEXT"),
+    ("bootstrap_tokens", "zone", "TEXT"),
+    ("identities", "zone", "TEXT"),
+    ("requests", "zone", "TEXT"),
+    ("service_instances", "zone", "TEXT"),
+    ("service_instances", "parent", "TEXT"),
 ];
+
+/// Version 2: every region's first zone becomes a row of `zones`, and rows without a zone take
+/// their region's.
+const ZONES_UPGRADE: &str = "
+INSERT OR IGNORE INTO zones (region, zone, created_at, decommissioned_at)
+    SELECT name, zone, created_at, decommissioned_at FROM regions;
+UPDATE bootstrap_tokens SET zone = (SELECT r.zone FROM regions r WHERE r.name = bootstrap_tokens.region)
+    WHERE zone IS NULL;
+UPDATE identities SET zone = (SELECT r.zone FROM regions r WHERE r.name = identities.region)
+    WHERE zone IS NULL;
+UPDATE requests SET zone = COALESCE((SELECT r.zone FROM regions r WHERE r.name = requests.region), '')
+    WHERE zone IS NULL;
+UPDATE service_instances
+    SET zone = COALESCE((SELECT r.zone FROM regions r WHERE r.name = service_instances.region), '')
+    WHERE zone IS NULL;
+";
+
+/// Version 1's session table was keyed by region alone: rebuilt keyed by (region, zone), its
+/// rows taking their region's zone.
+const SESSIONS_REKEY: &str = "
+ALTER TABLE sessions RENAME TO sessions_v1;
+CREATE TABLE sessions (
+    region TEXT NOT NULL,
+    zone TEXT NOT NULL,
+    replica TEXT NOT NULL,
+    conn TEXT NOT NULL,
+    connected INTEGER NOT NULL,
+    connected_at INTEGER NOT NULL,
+    disconnected_at INTEGER,
+    last_heartbeat_at INTEGER NOT NULL,
+    hello_json TEXT NOT NULL,
+    status_json TEXT,
+    services_json TEXT,
+    max_frame_bytes INTEGER NOT NULL,
+    PRIMARY KEY (region, zone)
+);
+INSERT INTO sessions (region, zone, replica, conn, connected, connected_at, disconnected_at,
+        last_heartbeat_at, hello_json, status_json, services_json, max_frame_bytes)
+    SELECT s.region, COALESCE(r.zone, ''), s.replica, s.conn, s.connected, s.connected_at,
+        s.disconnected_at, s.last_heartbeat_at, s.hello_json, s.status_json, s.services_json,
+        s.max_frame_bytes
+    FROM sessions_v1 s LEFT JOIN regions r ON r.name = s.region;
+DROP TABLE sessions_v1;
+";
 
 /// Brings the database to [`VERSION`]; safe to run on every start. Refuses a database written
 /// by a newer release (its schema may mean things this code does not know).
@@ -169,6 +237,10 @@ fn upgrade(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         "UPDATE bootstrap_tokens SET salt = randomblob(32) WHERE salt IS NULL",
         [],
     )?;
+    if !has_column(tx, "sessions", "zone")? {
+        tx.execute_batch(SESSIONS_REKEY)?;
+    }
+    tx.execute_batch(ZONES_UPGRADE)?;
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use super::conversion;
 use crate::store::{Outcome, ServiceRecord, now_ms};
 
 const COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, \
-     created_at, updated_at, tenant, project";
+     created_at, updated_at, tenant, project, zone, parent";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<ServiceRecord> {
     let state: String = r.get(3)?;
@@ -30,6 +30,8 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ServiceRecord> {
         created_at: r.get(9)?,
         updated_at: r.get(10)?,
         owner: crate::store::tenancy::owner_of(r.get(11)?, r.get(12)?),
+        zone: r.get::<_, Option<String>>(13)?.unwrap_or_default(),
+        parent: r.get(14)?,
     })
 }
 
@@ -46,7 +48,8 @@ pub fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bool> {
     let n = c.execute(
         &format!(
             "INSERT OR IGNORE INTO service_instances ({COLUMNS})
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
+                 COALESCE(NULLIF(?14, ''), (SELECT zone FROM regions WHERE name = ?3), ''), ?15)"
         ),
         params![
             rec.id,
@@ -62,6 +65,8 @@ pub fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bool> {
             rec.updated_at,
             rec.owner.as_ref().map(|o| &o.tenant),
             rec.owner.as_ref().map(|o| &o.project),
+            rec.zone,
+            rec.parent,
         ],
     )?;
     Ok(n == 1)

@@ -1,33 +1,34 @@
-//! Session rows (one per region) in SQLite.
+//! Session rows (one per region and zone) in SQLite.
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::store::{Heartbeat, SessionRecord, merge_heartbeats};
 
-const COLUMNS: &str = "region, replica, conn, connected, connected_at, disconnected_at, \
+const COLUMNS: &str = "region, zone, replica, conn, connected, connected_at, disconnected_at, \
      last_heartbeat_at, hello_json, status_json, services_json, max_frame_bytes";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
         region: r.get(0)?,
-        replica: r.get(1)?,
-        conn: r.get(2)?,
-        connected: r.get(3)?,
-        connected_at: r.get(4)?,
-        disconnected_at: r.get(5)?,
-        last_heartbeat_at: r.get(6)?,
-        hello_json: r.get(7)?,
-        status_json: r.get(8)?,
-        services_json: r.get(9)?,
-        max_frame_bytes: r.get::<_, i64>(10)?.max(0) as u64,
+        zone: r.get(1)?,
+        replica: r.get(2)?,
+        conn: r.get(3)?,
+        connected: r.get(4)?,
+        connected_at: r.get(5)?,
+        disconnected_at: r.get(6)?,
+        last_heartbeat_at: r.get(7)?,
+        hello_json: r.get(8)?,
+        status_json: r.get(9)?,
+        services_json: r.get(10)?,
+        max_frame_bytes: r.get::<_, i64>(11)?.max(0) as u64,
     })
 }
 
 pub fn open(c: &Connection, s: &SessionRecord) -> rusqlite::Result<bool> {
     let n = c.execute(
         &format!(
-            "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-             ON CONFLICT(region) DO UPDATE SET replica = excluded.replica, conn = excluded.conn,
+            "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             ON CONFLICT(region, zone) DO UPDATE SET replica = excluded.replica, conn = excluded.conn,
                connected = excluded.connected, connected_at = excluded.connected_at,
                disconnected_at = excluded.disconnected_at,
                last_heartbeat_at = excluded.last_heartbeat_at, hello_json = excluded.hello_json,
@@ -37,6 +38,7 @@ pub fn open(c: &Connection, s: &SessionRecord) -> rusqlite::Result<bool> {
         ),
         params![
             s.region,
+            s.zone,
             s.replica,
             s.conn,
             s.connected,
@@ -101,17 +103,19 @@ pub fn close_replica(c: &Connection, replica: &str, now: i64) -> rusqlite::Resul
     Ok(n as u64)
 }
 
-pub fn one(c: &Connection, region: &str) -> rusqlite::Result<Option<SessionRecord>> {
+pub fn one(c: &Connection, region: &str, zone: &str) -> rusqlite::Result<Option<SessionRecord>> {
     c.query_row(
-        &format!("SELECT {COLUMNS} FROM sessions WHERE region = ?1"),
-        [region],
+        &format!("SELECT {COLUMNS} FROM sessions WHERE region = ?1 AND zone = ?2"),
+        [region, zone],
         row,
     )
     .optional()
 }
 
 pub fn all(c: &Connection) -> rusqlite::Result<Vec<SessionRecord>> {
-    let mut stmt = c.prepare(&format!("SELECT {COLUMNS} FROM sessions ORDER BY region"))?;
+    let mut stmt = c.prepare(&format!(
+        "SELECT {COLUMNS} FROM sessions ORDER BY region, zone"
+    ))?;
     let rows = stmt.query_map([], row)?;
     rows.collect()
 }

@@ -291,7 +291,7 @@ async fn session(
         tokio::select! {
             _ = ticker.tick() => {
                 seq += 1;
-                let status = AgentStatus { k8s_reachable: true, detail: None, in_flight: 0 };
+                let status = AgentStatus { k8s_reachable: true, ..Default::default() };
                 let ping = Frame::Ping(Ping { seq, status });
                 if ws.send(Message::text(encode(&ping))).await.is_err() {
                     return Ok(true);

@@ -46,7 +46,7 @@ pub(super) async fn bootstrap_token_is_single_use_expires_and_is_superseded(db: 
     s.create_region("eu", "paris").await.unwrap();
     let (token, salt) = (hash("hbt_1"), hash("salt_1"));
     let id = s
-        .add_bootstrap("eu", &token, &salt, now + 60_000)
+        .add_bootstrap("eu", "paris", &token, &salt, now + 60_000)
         .await
         .unwrap();
     match s.check(&token, now).await.unwrap() {
@@ -85,7 +85,9 @@ pub(super) async fn bootstrap_token_is_single_use_expires_and_is_superseded(db: 
 
     // Expiry is decided at the caller's `now`.
     let late = hash("hbt_late");
-    s.add_bootstrap("eu", &late, &salt, now + 10).await.unwrap();
+    s.add_bootstrap("eu", "paris", &late, &salt, now + 10)
+        .await
+        .unwrap();
     assert!(matches!(
         s.check(&late, now).await.unwrap(),
         Ok(Credential::Bootstrap { .. })
@@ -97,7 +99,7 @@ pub(super) async fn bootstrap_token_is_single_use_expires_and_is_superseded(db: 
 
     // A newer token supersedes an unused older one.
     let newer = hash("hbt_newer");
-    s.add_bootstrap("eu", &newer, &hash("salt_2"), now + 60_000)
+    s.add_bootstrap("eu", "paris", &newer, &hash("salt_2"), now + 60_000)
         .await
         .unwrap();
     assert_eq!(s.check(&late, now).await.unwrap(), Err(Refusal::Unknown));
@@ -117,7 +119,7 @@ pub(super) async fn lost_welcome_re_exchange_returns_the_same_identity_until_it_
     s.create_region("eu", "paris").await.unwrap();
     let token = hash("hbt_lost");
     let id = s
-        .add_bootstrap("eu", &token, &hash("salt"), now + 60_000)
+        .add_bootstrap("eu", "paris", &token, &hash("salt"), now + 60_000)
         .await
         .unwrap();
     let identity = hash("hid_derived");
@@ -179,7 +181,7 @@ pub(super) async fn rotation_keeps_the_old_identity_valid_for_the_overlap_only(d
     s.create_region("ap", "tokyo").await.unwrap();
     let token = hash("hbt_rot");
     let id = s
-        .add_bootstrap("eu", &token, &hash("salt"), now + 60_000)
+        .add_bootstrap("eu", "paris", &token, &hash("salt"), now + 60_000)
         .await
         .unwrap();
     let (old, new) = (hash("hid_old"), hash("hid_new"));
@@ -276,13 +278,13 @@ pub(super) async fn decommission_revokes_identities_and_tokens(db: Db) {
     let now = now_ms();
     s.create_region("eu", "paris").await.unwrap();
     let id = s
-        .add_bootstrap("eu", &hash("hbt_a"), &hash("s"), now + 60_000)
+        .add_bootstrap("eu", "paris", &hash("hbt_a"), &hash("s"), now + 60_000)
         .await
         .unwrap();
     let identity = hash("hid_a");
     s.exchange(id, "eu", &identity, now + 60_000).await.unwrap();
     let spare = hash("hbt_spare");
-    s.add_bootstrap("eu", &spare, &hash("s2"), now + 60_000)
+    s.add_bootstrap("eu", "paris", &spare, &hash("s2"), now + 60_000)
         .await
         .unwrap();
 

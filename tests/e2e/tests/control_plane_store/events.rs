@@ -33,6 +33,7 @@ pub(super) async fn published_events_reach_subscribers(db: Db) {
     let events = [
         Event::RequestQueued {
             region: "eu".into(),
+            zone: Some("z1".into()),
         },
         Event::RequestDone { id: "r1".into() },
         Event::Progress {
@@ -42,6 +43,7 @@ pub(super) async fn published_events_reach_subscribers(db: Db) {
         },
         Event::CloseRegion {
             region: "eu".into(),
+            zone: Some("z1".into()),
             code: 4004,
             reason: "revoked".into(),
             conn: Some("c1".into()),
@@ -108,7 +110,7 @@ async fn postgres_concurrent_exchanges_of_one_token_issue_one_identity() {
         let now = now_ms();
         a.create_region("eu", "paris").await.unwrap();
         let id = a
-            .add_bootstrap("eu", &hash("hbt"), &hash("salt"), now + 60_000)
+            .add_bootstrap("eu", "paris", &hash("hbt"), &hash("salt"), now + 60_000)
             .await
             .unwrap();
         let identity = hash("hid");
@@ -139,6 +141,7 @@ async fn postgres_an_event_published_on_one_replica_reaches_another() {
         let mut on_a = a.subscribe();
         let e = Event::RequestQueued {
             region: "eu".into(),
+            zone: Some("z1".into()),
         };
         a.publish(&e).await.unwrap();
         assert_eq!(recv_skipping_resync(&mut on_b).await, e);
@@ -191,6 +194,7 @@ async fn postgres_listener_reconnects_after_a_database_crash_and_asks_for_resync
     // Pools replace their dead connections; a call may fail once while they do.
     let e = Event::RequestQueued {
         region: "eu".into(),
+        zone: Some("z1".into()),
     };
     let mut published = false;
     for _ in 0..50 {

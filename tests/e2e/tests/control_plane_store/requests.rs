@@ -8,6 +8,7 @@ use harmony_control_plane::store::{
 fn session(region: &str, replica: &str, conn: &str, at: i64) -> SessionRecord {
     SessionRecord {
         region: region.into(),
+        zone: "z1".into(),
         replica: replica.into(),
         conn: conn.into(),
         connected: true,
@@ -41,7 +42,7 @@ pub(super) async fn sessions_follow_the_current_connection_only(db: Db) {
         .await
         .unwrap();
     assert_eq!(
-        s.session("eu").await.unwrap().unwrap(),
+        s.session("eu", "z1").await.unwrap().unwrap(),
         session("eu", "replica-a", "c1", 100)
     );
 
@@ -57,13 +58,17 @@ pub(super) async fn sessions_follow_the_current_connection_only(db: Db) {
         n, 1,
         "one current connection beat; the stale connection's beat is ignored"
     );
-    let eu = s.session("eu").await.unwrap().unwrap();
+    let eu = s.session("eu", "z1").await.unwrap().unwrap();
     assert_eq!(
         (eu.last_heartbeat_at, eu.status_json.as_deref()),
         (150, Some(r#"{"ok":true}"#))
     );
     assert_eq!(
-        s.session("ap").await.unwrap().unwrap().last_heartbeat_at,
+        s.session("ap", "z1")
+            .await
+            .unwrap()
+            .unwrap()
+            .last_heartbeat_at,
         100
     );
     assert_eq!(s.session_heartbeats(&[]).await.unwrap(), 0);
@@ -75,7 +80,7 @@ pub(super) async fn sessions_follow_the_current_connection_only(db: Db) {
     );
     assert!(!s.session_services("eu", "old", "{}").await.unwrap());
     assert_eq!(
-        s.session("eu")
+        s.session("eu", "z1")
             .await
             .unwrap()
             .unwrap()
@@ -97,13 +102,13 @@ pub(super) async fn sessions_follow_the_current_connection_only(db: Db) {
             .unwrap()
     );
     assert!(!s.session_close("eu", "c1", 210).await.unwrap());
-    let eu = s.session("eu").await.unwrap().unwrap();
+    let eu = s.session("eu", "z1").await.unwrap().unwrap();
     assert_eq!(
         (eu.replica.as_str(), eu.connected, eu.services_json),
         ("replica-b", true, None)
     );
     assert!(s.session_close("eu", "c3", 220).await.unwrap());
-    let eu = s.session("eu").await.unwrap().unwrap();
+    let eu = s.session("eu", "z1").await.unwrap().unwrap();
     assert_eq!((eu.connected, eu.disconnected_at), (false, Some(220)));
     assert_eq!(
         s.session_heartbeats(&[beat("eu", "c3", 230, None)])
@@ -210,10 +215,15 @@ pub(super) async fn unanswered_requests_keep_submit_order_and_finish_once(db: Db
             .unwrap();
     }
     let ids = |v: Vec<store::RequestRecord>| v.into_iter().map(|r| r.id).collect::<Vec<_>>();
-    assert_eq!(ids(s.unanswered("eu").await.unwrap()), ["a", "b", "c"]);
+    assert_eq!(ids(s.unanswered("eu", "").await.unwrap()), ["a", "b", "c"]);
     let counts = s.unanswered_counts().await.unwrap();
-    assert_eq!((counts["eu"], counts["ap"], counts.len()), (3, 1, 2));
-    assert_eq!(s.queued_regions().await.unwrap(), ["ap", "eu"]);
+    let count = |r: &str| counts[&(r.to_string(), String::new())];
+    assert_eq!((count("eu"), count("ap"), counts.len()), (3, 1, 2));
+    assert_eq!(
+        s.queued_zones().await.unwrap(),
+        [("ap".into(), String::new()), ("eu".into(), String::new())],
+        "requests of regions without zones are kept under the empty zone"
+    );
 
     assert!(s.mark_sent("a", 20).await.unwrap());
     assert!(
@@ -263,7 +273,7 @@ pub(super) async fn unanswered_requests_keep_submit_order_and_finish_once(db: Db
         s.request("b").await.unwrap().unwrap().state,
         RequestState::Cancelled
     );
-    assert_eq!(ids(s.unanswered("eu").await.unwrap()), ["c"]);
+    assert_eq!(ids(s.unanswered("eu", "").await.unwrap()), ["c"]);
     assert!(!s.mark_sent("nope", 1).await.unwrap());
     assert!(s.request("nope").await.unwrap().is_none());
 
@@ -272,7 +282,7 @@ pub(super) async fn unanswered_requests_keep_submit_order_and_finish_once(db: Db
     assert!(s.request("a").await.unwrap().is_none());
     assert!(s.request("b").await.unwrap().is_some());
     assert_eq!(s.prune_requests(i64::MAX).await.unwrap(), 1);
-    assert_eq!(ids(s.unanswered("eu").await.unwrap()), ["c"]);
+    assert_eq!(ids(s.unanswered("eu", "").await.unwrap()), ["c"]);
     // A pruned id can be used again.
     assert_eq!(
         s.submit_request(&NewRequest::new("a", "eu", "op2", "[]", 60))
@@ -280,7 +290,7 @@ pub(super) async fn unanswered_requests_keep_submit_order_and_finish_once(db: Db
             .unwrap(),
         Submitted::Created
     );
-    assert_eq!(ids(s.unanswered("eu").await.unwrap()), ["c", "a"]);
+    assert_eq!(ids(s.unanswered("eu", "").await.unwrap()), ["c", "a"]);
 }
 
 pub(super) async fn requests_survive_reopening_the_store(db: Db) {
@@ -295,7 +305,7 @@ pub(super) async fn requests_survive_reopening_the_store(db: Db) {
         s.mark_sent("r1", 3).await.unwrap();
     }
     let s = db.open().await;
-    let pending = s.unanswered("eu").await.unwrap();
+    let pending = s.unanswered("eu", "").await.unwrap();
     assert_eq!(
         pending
             .iter()

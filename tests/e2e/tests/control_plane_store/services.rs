@@ -10,6 +10,8 @@ fn record(id: &str, state: InstanceState) -> ServiceRecord {
         id: id.into(),
         service_type: "queue".into(),
         region: "eu".into(),
+        zone: "z1".into(),
+        parent: None,
         state,
         detail: "queued: provider unhealthy".into(),
         provider: None,

@@ -239,6 +239,7 @@ pub(super) async fn requests_and_instances_keep_their_tenant_and_project(db: Db)
             r#"{"tenant":"acme","project":"web","namespace":"acme-web","quota":{"cpu":"2"}}"#.into(),
     };
     let params = r#"{"manifests":[]}"#;
+    assert!(s.create_region("eu", "z").await.unwrap());
     let scoped = NewRequest::new("r1", "eu", "apply_manifests", params, 1).scoped(scope.clone());
     assert_eq!(s.submit_request(&scoped).await.unwrap(), Submitted::Created);
     // The same body for another tenant (or for none) does not join it.
@@ -276,6 +277,8 @@ pub(super) async fn requests_and_instances_keep_their_tenant_and_project(db: Db)
         created_at: 1,
         updated_at: 1,
         attempts: 0,
+        zone: "z".into(),
+        parent: None,
         owner: Some(Owner {
             tenant: "acme".into(),
             project: "web".into(),
@@ -294,7 +297,7 @@ pub(super) async fn requests_and_instances_keep_their_tenant_and_project(db: Db)
     drop(s);
     // Delivery reads the snapshot back byte for byte, after a restart too.
     let s = db.open().await;
-    let unanswered = s.unanswered("eu").await.unwrap();
+    let unanswered = s.unanswered("eu", "z").await.unwrap();
     assert_eq!(unanswered.len(), 2);
     assert_eq!(unanswered[0].scope.as_ref(), Some(&scope));
     assert_eq!(unanswered[1].scope, None);
@@ -360,6 +363,7 @@ async fn postgres_a_version_1_database_gains_the_tenancy_tables_and_columns_in_p
                  DROP COLUMN project_json;
              ALTER TABLE service_instances DROP COLUMN tenant, DROP COLUMN project;
              UPDATE schema_version SET version = 1;
+             INSERT INTO regions (name, zone, created_at) VALUES ('eu', 'z', 1);
              INSERT INTO requests (id, region, op, params, body_hash, state, created_at)
                  VALUES ('old', 'eu', 'get_inventory', '{}', decode(repeat('00', 32), 'hex'),
                      'queued', 1);",
@@ -382,6 +386,6 @@ async fn postgres_a_version_1_database_gains_the_tenancy_tables_and_columns_in_p
     let new = NewRequest::new("new", "eu", "get_objects", "{}", 2).scoped(scope.clone());
     assert_eq!(s.submit_request(&new).await.unwrap(), Submitted::Created);
     assert_eq!(s.request("new").await.unwrap().unwrap().scope, Some(scope));
-    let unanswered = s.unanswered("eu").await.unwrap();
+    let unanswered = s.unanswered("eu", "z").await.unwrap();
     assert_eq!(unanswered.len(), 2);
 }

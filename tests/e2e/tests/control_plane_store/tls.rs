@@ -96,6 +96,7 @@ async fn postgres_tls_require_with_the_right_ca_encrypts_the_pool_and_the_listen
     let mut on_b = b.subscribe();
     let e = Event::RequestQueued {
         region: "eu".into(),
+        zone: None,
     };
     a.publish(&e).await.unwrap();
     assert_eq!(recv_skipping_resync(&mut on_b).await, e);

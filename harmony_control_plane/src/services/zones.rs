@@ -1,0 +1,271 @@
+//! Zones: where in a region things go. Each zone of a region is a cluster with its own agent,
+//! session and request queue. A request names a zone, or its objects' `harmony.io/zone` label
+//! does, or placement picks one (healthy, then unhealthy, then the first); a service instance
+//! goes to its parent's zone, or to the zone placement picks in its region. Objects and
+//! children labelled (or parented) for another region or zone are refused (containment).
+
+use harmony_agent_protocol::containment::{first_misplaced, labelled_zone, objects_of};
+use harmony_agent_protocol::{Hello, Services};
+use harmony_api::{Health, ZoneView};
+use std::collections::HashMap;
+
+use super::health::HealthPolicy;
+use super::placement::RegionOffers;
+use super::regions::{health_of, status_of};
+use super::{ControlPlane, instances, regions, requests};
+use crate::store::{RegionRecord, SessionRecord, StoreError, ZoneRecord, now_ms};
+
+/// What the store says of each zone now: zone records, session rows and unanswered counts.
+pub struct Snapshot {
+    /// Every zone, by region, first zones first.
+    pub zones: Vec<ZoneRecord>,
+    /// Session rows by (region, zone).
+    pub sessions: HashMap<(String, String), SessionRecord>,
+    /// Unanswered requests by (region, zone).
+    pub pending: HashMap<(String, String), u64>,
+}
+
+impl Snapshot {
+    /// Reads zones and sessions only (no request counts), for placement.
+    pub async fn read_live(cp: &ControlPlane) -> Result<Self, StoreError> {
+        let sessions = cp
+            .store
+            .sessions()
+            .await?
+            .into_iter()
+            .map(|s| ((s.region.clone(), s.zone.clone()), s))
+            .collect();
+        Ok(Self {
+            zones: cp.store.zones().await?,
+            sessions,
+            pending: HashMap::new(),
+        })
+    }
+
+    /// Reads it from the store, with the unanswered request counts.
+    pub async fn read(cp: &ControlPlane) -> Result<Self, StoreError> {
+        let mut snap = Self::read_live(cp).await?;
+        snap.pending = cp.store.unanswered_counts().await?;
+        Ok(snap)
+    }
+
+    /// The zones of `r`, first zone first (its record's zone when the store lists none).
+    pub fn zones_of(&self, r: &RegionRecord) -> Vec<ZoneRecord> {
+        let zones: Vec<ZoneRecord> = self
+            .zones
+            .iter()
+            .filter(|z| z.region == r.name)
+            .cloned()
+            .collect();
+        if zones.is_empty() {
+            return vec![ZoneRecord {
+                region: r.name.clone(),
+                zone: r.zone.clone(),
+                created_at: r.created_at,
+                decommissioned_at: r.decommissioned_at,
+                has_identity: r.has_identity,
+            }];
+        }
+        zones
+    }
+
+    /// The session row of a zone.
+    pub fn session(&self, z: &ZoneRecord) -> Option<&SessionRecord> {
+        self.sessions.get(&(z.region.clone(), z.zone.clone()))
+    }
+
+    /// A zone's health now and the services its agent holds.
+    pub fn health(
+        &self,
+        z: &ZoneRecord,
+        now: i64,
+        policy: &HealthPolicy,
+    ) -> (Health, String, Services) {
+        if z.decommissioned_at.is_some() {
+            return (
+                Health::Unavailable,
+                "decommissioned".into(),
+                Services::default(),
+            );
+        }
+        health_of(self.session(z), now, policy)
+    }
+
+    /// The zone placement picks in `r` now: the first healthy active zone, else the first
+    /// unhealthy one, else the first active one; `None` when every zone is decommissioned.
+    pub fn placement_zone(
+        &self,
+        r: &RegionRecord,
+        now: i64,
+        policy: &HealthPolicy,
+    ) -> Option<ZoneRecord> {
+        pick_zone(
+            self.zones_of(r)
+                .into_iter()
+                .filter(|z| z.decommissioned_at.is_none())
+                .map(|z| {
+                    let h = self.health(&z, now, policy).0;
+                    (z, h)
+                }),
+        )
+    }
+}
+
+/// The first healthy zone, else the first unhealthy one, else the first one.
+pub fn pick_zone<Z>(zones: impl IntoIterator<Item = (Z, Health)>) -> Option<Z> {
+    let mut unhealthy = None;
+    let mut first = None;
+    for (z, h) in zones {
+        match h {
+            Health::Healthy => return Some(z),
+            Health::Unhealthy if unhealthy.is_none() => unhealthy = Some(z),
+            _ if first.is_none() => first = Some(z),
+            _ => {}
+        }
+    }
+    unhealthy.or(first)
+}
+
+/// The API view of one zone (admin fields included).
+pub fn describe_zone(z: &ZoneRecord, snap: &Snapshot, now: i64, policy: &HealthPolicy) -> ZoneView {
+    let session = snap.session(z);
+    let (health, health_reason, _) = snap.health(z, now, policy);
+    let hello: Option<Hello> = session.and_then(|s| serde_json::from_str(&s.hello_json).ok());
+    let status = session.and_then(status_of);
+    let live = z.decommissioned_at.is_none();
+    ZoneView {
+        zone: z.zone.clone(),
+        health,
+        health_reason: Some(health_reason),
+        connected: Some(live && session.is_some_and(|s| s.connected)),
+        last_heartbeat: session.map(|s| s.last_heartbeat_at),
+        agent_version: hello.as_ref().map(|h| h.agent_version.clone()),
+        ops: Some(hello.map(|h| h.ops).unwrap_or_default()),
+        node_count: status.as_ref().and_then(|s| s.node_count),
+        capacity: status.as_ref().and_then(|s| s.allocatable.clone()),
+        pending_requests: Some(
+            snap.pending
+                .get(&(z.region.clone(), z.zone.clone()))
+                .copied()
+                .unwrap_or(0) as usize,
+        ),
+        replica: session
+            .filter(|s| live && s.connected)
+            .map(|s| s.replica.clone()),
+        decommissioned: Some(!live),
+    }
+}
+
+/// The zone of `region` a request goes to: the one named (or, when none is, the one its objects'
+/// zone label agrees on), else the zone placement picks (healthy, then unhealthy, then the
+/// first). Objects labelled for another region or zone are refused (containment).
+pub(crate) async fn place_request(
+    cp: &ControlPlane,
+    record: &RegionRecord,
+    sub: &requests::Submission,
+) -> Result<String, requests::RequestError> {
+    let region = record.name.as_str();
+    let snap = Snapshot::read_live(cp).await?;
+    let zones: Vec<_> = snap
+        .zones_of(record)
+        .into_iter()
+        .filter(|z| z.decommissioned_at.is_none())
+        .collect();
+    let params: Option<serde_json::Value> = match sub.op.as_str() {
+        "apply_manifests" | "delete_manifests" => serde_json::from_str(sub.params.get()).ok(),
+        _ => None,
+    };
+    let objects = params.as_ref().map(objects_of).unwrap_or_default();
+    let labelled = labelled_zone(objects.iter().copied())
+        .filter(|z| zones.iter().any(|known| &known.zone == z));
+    let zone = match sub.zone.clone().or(labelled) {
+        Some(named) => {
+            if !zones.iter().any(|z| z.zone == named) {
+                return Err(requests::RequestError::UnknownZone {
+                    region: region.to_string(),
+                    zone: named,
+                    known: regions::zone_names(&zones),
+                });
+            }
+            named
+        }
+        None => snap
+            .placement_zone(record, now_ms(), &cp.settings.policy)
+            .map(|z| z.zone)
+            .ok_or_else(|| requests::RequestError::Decommissioned(region.to_string()))?,
+    };
+    if let Some(m) = first_misplaced(objects.iter().copied(), region, Some(&zone)) {
+        return Err(requests::RequestError::Containment(m.to_string()));
+    }
+    Ok(zone)
+}
+
+/// What placement needs to know of every region now: each region as seen through the zone a
+/// create would go to (the zone placement picks, or `pin`'s zone for its region: a child's
+/// parent's zone).
+pub async fn region_offers(
+    cp: &ControlPlane,
+    pin: Option<(&str, &str)>,
+) -> Result<Vec<RegionOffers>, StoreError> {
+    let counts = cp.store.live_services_by_region().await?;
+    let snap = Snapshot::read_live(cp).await?;
+    let now = now_ms();
+    let policy = &cp.settings.policy;
+    Ok(cp
+        .store
+        .regions()
+        .await?
+        .into_iter()
+        .map(|r| {
+            let zones = snap.zones_of(&r);
+            let zone = match pin {
+                Some((region, zone)) if region == r.name => {
+                    zones.into_iter().find(|z| z.zone == zone)
+                }
+                _ => snap.placement_zone(&r, now, policy),
+            };
+            let (health, services, zone) = match zone {
+                Some(z) => {
+                    let (h, _, services) = snap.health(&z, now, policy);
+                    (h, services, z.zone)
+                }
+                None => (Health::Unavailable, Default::default(), r.zone.clone()),
+            };
+            RegionOffers {
+                live_instances: counts.get(&r.name).copied().unwrap_or(0),
+                decommissioned: r.decommissioned_at.is_some(),
+                name: r.name,
+                zone,
+                health,
+                services,
+            }
+        })
+        .collect())
+}
+
+/// The parent's region and zone for a child named `id` asking for `named` (its region, if
+/// any): the child inherits them; naming another region is refused (containment).
+pub(crate) async fn parent_place(
+    cp: &ControlPlane,
+    id: &str,
+    parent: &str,
+    named: Option<&str>,
+) -> Result<(String, String), instances::InstanceError> {
+    let Some(p) = cp.store.service(parent).await? else {
+        return Err(instances::InstanceError::Invalid {
+            field: "parent",
+            reason: format!(
+                "no service instance \"{parent}\"; create the parent first or omit parent"
+            ),
+        });
+    };
+    if let Some(region) = named.filter(|r| *r != p.region) {
+        return Err(instances::InstanceError::Containment {
+            child: id.to_string(),
+            parent: parent.to_string(),
+            child_region: region.to_string(),
+            parent_region: p.region,
+        });
+    }
+    Ok((p.region, p.zone))
+}
