@@ -156,7 +156,9 @@ mod tests {
     #[test]
     fn a_tenant_sees_region_zones_and_health_only_and_tokens_stay_out_of_debug() {
         let admin: RegionView = serde_json::from_value(serde_json::json!({
-            "region": "eu", "zone": "z1", "zones": ["z1"], "health": "healthy",
+            "region": "eu", "zone": "z1", "health": "healthy",
+            "zones": [{"zone": "z1", "health": "unhealthy", "agent_version": "1.2.3",
+                "pending_requests": 3, "replica": "cp-1", "last_heartbeat": 5}],
             "health_reason": "heartbeats on time", "connected": true, "agent_version": "1.2.3",
             "ops": ["get_inventory"], "pending_requests": 3, "replica": "cp-1",
             "last_heartbeat": 5, "max_frame_bytes": 4096
@@ -166,7 +168,7 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({"region": "eu", "zone": "z1", "health": "healthy",
-                "zones": [{"zone": "z1", "health": "healthy"}]})
+                "zones": [{"zone": "z1", "health": "unhealthy"}]})
         );
         let t: TenantToken =
             serde_json::from_str(r#"{"tenant":"acme","id":"ab12","token":"htt_ab12_secretvalue"}"#)
