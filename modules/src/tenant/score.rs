@@ -120,23 +120,24 @@ impl<T: Topology + TenantAdmin> Score<T> for TenantScore {
     }
 }
 
-/// Makes the call `step` stands for.
+/// Makes the call `step` stands for: `false` when it found the tenant or project already
+/// there (created meanwhile by someone else).
 async fn call(
     admin: &impl TenantAdmin,
     declared: &Declared,
     step: &Step,
-) -> Result<(), CapabilityError> {
+) -> Result<bool, CapabilityError> {
     let t = &declared.tenant;
     match step {
-        Step::Tenant => admin.ensure_tenant(t).await.map(|_| ()),
-        Step::Cap(region, cap) => admin.set_tenant_cap(t, region, cap).await,
-        Step::Project(project, namespace) => admin
-            .ensure_project(t, project, namespace.as_ref())
-            .await
-            .map(|_| ()),
-        Step::Quota(project, region, quota) => {
-            admin.set_project_quota(t, project, region, quota).await
+        Step::Tenant => admin.ensure_tenant(t).await,
+        Step::Cap(region, cap) => admin.set_tenant_cap(t, region, cap).await.map(|()| true),
+        Step::Project(project, namespace) => {
+            admin.ensure_project(t, project, namespace.as_ref()).await
         }
+        Step::Quota(project, region, quota) => admin
+            .set_project_quota(t, project, region, quota)
+            .await
+            .map(|()| true),
     }
 }
 
@@ -146,6 +147,15 @@ fn change(p: &Planned, location: &str) -> ObjectChange {
         action: p.action,
         location: Some(location.to_string()),
         diff: p.diff.clone(),
+    }
+}
+
+/// What was found already there: unchanged, no diff.
+fn found(p: &Planned, location: &str) -> ObjectChange {
+    ObjectChange {
+        action: ChangeAction::Unchanged,
+        diff: Vec::new(),
+        ..change(p, location)
     }
 }
 
@@ -213,7 +223,8 @@ impl<T: Topology + TenantAdmin> Interpret<T> for TenantScore {
                 let Some(step) = &p.step else { continue };
                 report_progress(format!("{} {}", verb(p.action), p.object));
                 match call(topology, &declared, step).await {
-                    Ok(()) => done.push((i, change(p, &url))),
+                    Ok(true) => done.push((i, change(p, &url))),
+                    Ok(false) => done.push((i, found(p, &url))),
                     Err(e @ CapabilityError::Rejected { .. })
                         if matches!(step, Step::Quota(..)) =>
                     {

@@ -191,5 +191,30 @@ async fn a_tenant_resource_declares_the_tenant_its_caps_projects_and_quotas() {
             .any(|t| t.tenant == "beta"),
         "an invalid Tenant created its tenant"
     );
+
+    // 5. A namespace another tenant's project holds is refused with the control plane's words,
+    // not taken for an existing project.
+    let gamma = json!({
+        "apiVersion": "harmony.io/v1alpha1", "kind": "Tenant",
+        "metadata": {"name": "gamma"},
+        "spec": {"projects": [{"name": "web", "namespace": "acme-web"}]}
+    });
+    apply_ok(&cp, &serde_yaml::to_string(&gamma).unwrap());
+    let r = tenant_when(&cp, "gamma", 1, "False");
+    let (_, reason, message) = condition(&r, "Ready");
+    assert_eq!(reason, "Rejected", "{message}");
+    assert!(
+        message.contains("\"acme-web\" belongs to project acme/web"),
+        "{message}"
+    );
+    assert!(
+        !admin
+            .projects()
+            .await
+            .unwrap()
+            .iter()
+            .any(|p| p.tenant == "gamma"),
+        "gamma got a project"
+    );
     controller.abort();
 }

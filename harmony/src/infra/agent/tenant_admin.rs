@@ -108,9 +108,17 @@ impl TenantAdmin for ControlPlaneClient {
             .await
         {
             Ok(_) => Ok(true),
-            // The project exists (or its namespace belongs to another project: the caller
-            // compares the namespace it reads back).
-            Err(e) if exists(&e) => Ok(false),
+            // A 409 is either this project existing, or its namespace belonging to another
+            // project (then the control plane's message says whose).
+            Err(e) if exists(&e) => {
+                let object = format!("project {tenant}/{project}");
+                let existing = TenantAdmin::projects(self, tenant).await?;
+                if existing.iter().any(|p| p.project == project.as_str()) {
+                    Ok(false)
+                } else {
+                    Err(self.tenancy_error(&object, e))
+                }
+            }
             Err(e) => Err(self.tenancy_error(&format!("project {tenant}/{project}"), e)),
         }
     }
@@ -214,6 +222,24 @@ mod tests {
             ),
             ("acme-web", Some("1"))
         );
+    }
+
+    #[tokio::test]
+    async fn a_namespace_taken_by_another_project_is_an_error_not_an_existing_project() {
+        let taken = "namespace: \"shared\" belongs to project other/web; give another in namespace";
+        let server = TestServer::start(move |seen| match seen.method.as_str() {
+            "POST" => Reply::json(409, ApiError::new(taken)),
+            _ => Reply::json(200, json!({"projects": []})),
+        })
+        .await;
+        let admin = server.client();
+        let shared = label("shared");
+        let e = admin
+            .ensure_project(&label("acme"), &label("web"), Some(&shared))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains(taken), "{e}");
+        assert!(e.to_string().contains("project acme/web"), "{e}");
     }
 
     #[tokio::test]
