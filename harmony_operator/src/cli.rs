@@ -22,7 +22,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Print the CRDs (MultisitePostgreSQL, PostgreSQL, RegionAgent, Site) as YAML.
+    /// Print the CRDs (MultisitePostgreSQL, PostgreSQL, RegionAgent, Site, Tenant) as YAML.
     Crds,
     /// Watch and reconcile the resources on the control plane's API server.
     Run(RunArgs),

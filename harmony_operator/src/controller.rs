@@ -59,7 +59,7 @@ impl Default for OperatorConfig {
 /// A reconcile that failed; the message is what the status already says.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct ReconcileError(String);
+pub struct ReconcileError(pub(crate) String);
 
 /// What every reconcile shares.
 pub(crate) struct Context {
@@ -68,9 +68,9 @@ pub(crate) struct Context {
     /// Pacing, and the control plane for region sites.
     pub(crate) config: OperatorConfig,
     /// Consecutive failures per object, for its back-off only.
-    failures: Mutex<HashMap<String, u32>>,
+    pub(crate) failures: Mutex<HashMap<String, u32>>,
     /// With leader election: reconcile only while the lease is confirmed ours.
-    gate: Option<Arc<Gate>>,
+    pub(crate) gate: Option<Arc<Gate>>,
 }
 
 /// The shared context of the controllers.
@@ -87,7 +87,8 @@ pub(crate) fn context(
     })
 }
 
-fn key<K: Resource>(o: &K) -> String {
+/// `namespace/name` of a resource (`/name` when cluster-scoped), for logs and back-off.
+pub(crate) fn key<K: Resource>(o: &K) -> String {
     format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())
 }
 
@@ -217,7 +218,12 @@ async fn reconcile<K: Managed>(o: Arc<K>, ctx: Arc<Context>) -> Result<Action, R
     .map_err(|e| ReconcileError(e.to_string()))
 }
 
-fn error_policy<K: Managed>(o: Arc<K>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+/// The back-off after a failed reconcile: doubling per consecutive failure of that object.
+pub(crate) fn error_policy<K: Resource>(
+    o: Arc<K>,
+    error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> Action {
     let mut failures = ctx.failures.lock().unwrap_or_else(|e| e.into_inner());
     let n = failures.entry(key(o.as_ref())).or_insert(0);
     *n = n.saturating_add(1);
@@ -261,7 +267,8 @@ pub(crate) async fn run_with(ctx: Arc<Context>) {
     futures::join!(
         control::<MultisitePostgreSQL>(ctx.clone()),
         control::<PostgreSQLResource>(ctx.clone()),
-        control::<RegionAgent>(ctx)
+        control::<RegionAgent>(ctx.clone()),
+        crate::tenant::control(ctx)
     );
 }
 

@@ -1,9 +1,11 @@
 //! Harmony as an operator: `MultisitePostgreSQL`, `PostgreSQL` and `RegionAgent` resources
-//! reconciled continuously against the sites declared as `Site` resources.
+//! reconciled continuously against the sites declared as `Site` resources, and `Tenant`
+//! resources declared on the control plane.
 //!
 //! - [`site`]: the `Site` resource and how a site name becomes a topology;
 //! - [`conditions`]: the status the controller writes;
 //! - [`controller`]: the reconcile loops, finalizers and back-off;
+//! - `tenant`: the `Tenant` controller (the control plane only, no site);
 //! - [`leader`]: leader election among replicas on a `coordination.k8s.io` Lease;
 //! - [`cli`]: the `harmony-operator` program.
 //!
@@ -18,6 +20,7 @@ mod managed;
 mod multisite;
 mod once;
 pub mod site;
+mod tenant;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -36,6 +39,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         harmony_modules::postgresql::PostgreSQLResource::crd(),
         harmony_modules::region::RegionAgent::crd(),
         Site::crd(),
+        harmony_modules::tenant::Tenant::crd(),
     ]
 }
 

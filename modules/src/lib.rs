@@ -5,6 +5,7 @@ pub mod k8s;
 pub mod okd;
 pub mod postgresql;
 pub mod region;
+pub mod tenant;
 
 /// Compiles the code in README.md so the "Writing a Score" guide cannot rot.
 #[cfg(doctest)]

@@ -15,3 +15,4 @@ pub mod okd;
 pub mod region_site;
 pub mod render;
 pub mod split_plane;
+pub mod tenant_admin;

@@ -11,6 +11,7 @@ pub mod postgresql;
 pub mod postgresql_distributed;
 pub mod region_admin;
 pub mod sites;
+pub mod tenant_admin;
 pub mod tftp;
 
 pub use k8s::{
@@ -28,6 +29,7 @@ pub use postgresql_distributed::{
 };
 pub use region_admin::{BootstrapGrant, RegionAdmin, RegionHealth, RegionState};
 pub use sites::MultiSite;
+pub use tenant_admin::{ProjectQuota, ProjectState, TenantAdmin, TenantState};
 
 pub use dhcp::{DhcpHostBinding, DhcpServer, PxeBootOptions};
 pub use dns::{DnsRecord, DnsServer};

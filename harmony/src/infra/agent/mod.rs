@@ -10,6 +10,7 @@ mod errors;
 mod region_admin;
 mod stream;
 mod tenancy;
+mod tenant_admin;
 mod topology;
 
 #[cfg(test)]
