@@ -89,11 +89,25 @@ pub async fn send(
         }),
     }
     .map_err(|e| RequestError::Internal(format!("encoding the {} params: {e}", verb.word())))?;
+    let op = verb.op().as_str().to_string();
+    // A project's instance runs in its project: the agent makes the project present in the
+    // region (namespace, quota) and keeps the instance in its namespace, as for its requests.
+    let scope = match &rec.owner {
+        Some(owner) => {
+            let asked = super::scope::Asked {
+                caller: None,
+                tenant: Some(&owner.tenant),
+                project: Some(&owner.project),
+            };
+            super::scope::request_scope(cp, asked, &rec.region, &op, &params).await?
+        }
+        None => None,
+    };
     let sub = Submission {
         id: Some(request_id(rec, verb)),
-        op: verb.op().as_str().to_string(),
+        op,
         params,
-        scope: None,
+        scope,
         zone: (!rec.zone.is_empty()).then(|| rec.zone.clone()),
     };
     requests::submit(cp, &rec.region, sub).await

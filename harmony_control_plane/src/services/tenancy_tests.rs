@@ -218,3 +218,84 @@ async fn tenant_tokens_authenticate_until_revoked_and_projects_validate_their_na
         Err(TenancyError::Exists(m)) if m.contains("acme/web")
     ));
 }
+
+/// Answers a `service_create` as `provisioning` only when it carries project `acme/web`'s scope,
+/// with the project's namespace and its quota in the region.
+fn provider_in_project(req: &Req) -> Res {
+    let expected = ProjectScope {
+        tenant: "acme".into(),
+        project: "web".into(),
+        namespace: "acme-web".into(),
+        quota: quota("2"),
+    };
+    if req.project.as_ref() == Some(&expected) {
+        super::tests::provider(req)
+    } else {
+        Res::err(
+            &req.id,
+            harmony_agent_protocol::ErrorBody::new(
+                "invalid_params",
+                format!("unexpected project scope {:?}", req.project),
+            ),
+        )
+    }
+}
+
+async fn settled(cp: &super::ControlPlane, id: &str) -> crate::store::ServiceRecord {
+    use harmony_agent_protocol::InstanceState;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let rec = instances::one(cp, id, None).await.unwrap();
+        if !matches!(rec.state, InstanceState::Queued | InstanceState::Pending) {
+            return rec;
+        }
+        assert!(std::time::Instant::now() < deadline, "{rec:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_projects_service_instance_runs_in_its_project_and_needs_a_quota_in_its_region() {
+    use harmony_agent_protocol::InstanceState;
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(dir.path()).await;
+    region(&cp, "eu").await;
+    let _closed = agent(
+        &cp,
+        "eu",
+        1 << 20,
+        offers(ProviderHealth::Healthy),
+        Some(provider_in_project),
+    )
+    .await;
+    tenancy::create_tenant(&cp, "acme").await.unwrap();
+    tenancy::create_project(&cp, "acme", "web", None)
+        .await
+        .unwrap();
+    let owned = |id: &str| {
+        let mut new = new_queue(id);
+        new.owner = Some(Owner {
+            tenant: "acme".into(),
+            project: "web".into(),
+        });
+        new
+    };
+    // No quota in eu: the instance fails at once, naming the route that sets one.
+    instances::create(&cp, owned("no-quota")).await.unwrap();
+    let failed = settled(&cp, "no-quota").await;
+    assert_eq!(failed.state, InstanceState::Failed, "{failed:?}");
+    assert!(
+        failed
+            .detail
+            .contains("PUT /v1/admin/tenants/acme/projects/web/quotas/eu"),
+        "{}",
+        failed.detail
+    );
+    // With one, its create carries the project's scope (the provider refuses it otherwise).
+    tenancy::set_quota(&cp, "acme", "web", "eu", &quota("2"))
+        .await
+        .unwrap();
+    instances::create(&cp, owned("with-quota")).await.unwrap();
+    let running = settled(&cp, "with-quota").await;
+    assert_eq!(running.state, InstanceState::Provisioning, "{running:?}");
+}

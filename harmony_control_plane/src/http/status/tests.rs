@@ -189,7 +189,8 @@ fn an_unknown_health_filter_names_the_allowed_values() {
 #[test]
 fn markup_in_names_and_reasons_is_escaped() {
     let mut r = region("eu-west", "paris-1", Health::Unhealthy, Some(NOW));
-    r.health_reason = "<script>alert(1)</script>".into();
+    // The page shows each zone's reason.
+    r.zones[0].health_reason = Some("<script>alert(1)</script>".into());
     let html = view::build(&[r], &Caller::Admin, None, NOW)
         .render()
         .unwrap();
