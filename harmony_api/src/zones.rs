@@ -62,6 +62,10 @@ pub struct ZoneView {
     /// Whether the zone was decommissioned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decommissioned: Option<bool>,
+    /// Whether its agent exchanged its bootstrap token for an identity (not revoked since): a
+    /// new bootstrap token for this zone is refused (409) while it holds one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrapped: Option<bool>,
 }
 
 impl ZoneView {
@@ -80,6 +84,7 @@ impl ZoneView {
             pending_requests: None,
             replica: None,
             decommissioned: None,
+            bootstrapped: None,
         }
     }
 }
@@ -126,6 +131,7 @@ mod tests {
             pending_requests: Some(0),
             replica: Some("r1".into()),
             decommissioned: Some(false),
+            bootstrapped: Some(true),
         };
         let shown = serde_json::to_value(admin.public()).unwrap();
         assert_eq!(shown, serde_json::json!({"zone": "a", "health": "healthy"}));

@@ -124,7 +124,18 @@ impl RegionAdmin for PlainHttpAdmin {
     ) -> Result<Option<BootstrapGrant>, CapabilityError> {
         unreachable!("validation contacts no control plane")
     }
-    async fn new_bootstrap_token(&self, _: &RegionId) -> Result<BootstrapGrant, CapabilityError> {
+    async fn add_zone(
+        &self,
+        _: &RegionId,
+        _: &ZoneId,
+    ) -> Result<Option<BootstrapGrant>, CapabilityError> {
+        unreachable!("validation contacts no control plane")
+    }
+    async fn new_bootstrap_token(
+        &self,
+        _: &RegionId,
+        _: &ZoneId,
+    ) -> Result<BootstrapGrant, CapabilityError> {
         unreachable!("validation contacts no control plane")
     }
     async fn region_state(&self, _: &RegionId) -> Result<Option<RegionState>, CapabilityError> {

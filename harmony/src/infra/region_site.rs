@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::domain::capability::{
     ApplyFailure, ApplyOptions, BootstrapGrant, CapabilityError, K8sClient, K8sObject, ObjectRef,
     ProjectQuota, ProjectState, RegionAdmin, RegionState, TenantAdmin, TenantState, WaitCondition,
-    WaitOutcome,
+    WaitOutcome, ZoneState,
 };
 use crate::domain::{ExecutionMode, ObjectChange, PreparationError, PreparationOutcome, Topology};
 use crate::infra::agent::ControlPlaneClient;
@@ -100,11 +100,20 @@ impl<S: Send + Sync, A: RegionAdmin> RegionAdmin for RegionSiteTopology<S, A> {
         self.admin.create_region(region, zone).await
     }
 
+    async fn add_zone(
+        &self,
+        region: &RegionId,
+        zone: &ZoneId,
+    ) -> Result<Option<BootstrapGrant>, CapabilityError> {
+        self.admin.add_zone(region, zone).await
+    }
+
     async fn new_bootstrap_token(
         &self,
         region: &RegionId,
+        zone: &ZoneId,
     ) -> Result<BootstrapGrant, CapabilityError> {
-        self.admin.new_bootstrap_token(region).await
+        self.admin.new_bootstrap_token(region, zone).await
     }
 
     async fn region_state(
@@ -112,6 +121,14 @@ impl<S: Send + Sync, A: RegionAdmin> RegionAdmin for RegionSiteTopology<S, A> {
         region: &RegionId,
     ) -> Result<Option<RegionState>, CapabilityError> {
         self.admin.region_state(region).await
+    }
+
+    async fn zone_state(
+        &self,
+        region: &RegionId,
+        zone: &ZoneId,
+    ) -> Result<Option<ZoneState>, CapabilityError> {
+        self.admin.zone_state(region, zone).await
     }
 
     async fn decommission_region(&self, region: &RegionId) -> Result<(), CapabilityError> {

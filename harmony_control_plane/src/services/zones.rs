@@ -153,6 +153,7 @@ pub fn describe_zone(z: &ZoneRecord, snap: &Snapshot, now: i64, policy: &HealthP
             .filter(|s| live && s.connected)
             .map(|s| s.replica.clone()),
         decommissioned: Some(!live),
+        bootstrapped: Some(z.has_identity),
     }
 }
 

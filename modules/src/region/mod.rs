@@ -5,6 +5,7 @@ mod manifests;
 mod rbac;
 mod resource;
 mod rollout;
+mod rollout_plan;
 
 pub use cluster_rules::ClusterRule;
 pub use manifests::{AGENT_NAME, BOOTSTRAP_SECRET, IDENTITY_SECRET};

@@ -48,7 +48,7 @@ pub struct RegionAgentSpec {
     /// The PEM CA bundle agents trust for the control plane (system roots otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_pem: Option<String>,
-    /// How long to wait for the region to report healthy (default 300).
+    /// How long to wait for the zone to report healthy (default 300).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_seconds: Option<u64>,
     /// RBAC rules for the cluster-scoped kinds the agent may touch (CRDs, ClusterRoles...);

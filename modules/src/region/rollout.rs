@@ -2,10 +2,12 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-use harmony::domain::capability::{CapabilityError, K8sClient, RegionAdmin, RegionState};
+use harmony::domain::capability::{
+    CapabilityError, K8sClient, RegionAdmin, RegionState, ZoneState,
+};
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::{
-    ChangeAction, ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score, Topology,
+    ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score, Topology,
     ValidationError, report_progress,
 };
 use harmony::infra::agent::SecretString;
@@ -13,22 +15,26 @@ use harmony_types::{Dns1123Label, RegionId, Version, ZoneId};
 
 use super::manifests::{AGENT_NAME, AgentSpec, BOOTSTRAP_SECRET, manifests};
 use super::rbac::default_rules;
+use super::rollout_plan::ZoneStep;
 use crate::k8s::apply_objects;
 
 const DEFAULT_WAIT: Duration = Duration::from_secs(300);
 const POLL: Duration = Duration::from_millis(500);
 
-/// Brings one region under the control plane: creates the region through the topology's
-/// [`RegionAdmin`] capability when missing (receiving its one-time bootstrap token), applies the
-/// agent's manifests through the region's **direct** `K8sClient` (kubeconfig: the one documented
-/// bootstrap path), then waits until the control plane reports the region healthy.
+/// Brings one zone of a region (a cluster with its own agent) under the control plane: through
+/// the topology's [`RegionAdmin`] capability it creates the region with this zone when the region
+/// is missing, or adds the zone when the region exists without it (receiving the zone agent's
+/// one-time bootstrap token either way); applies the agent's manifests through the zone's
+/// **direct** `K8sClient` (kubeconfig: the one documented bootstrap path); then waits until the
+/// control plane reports **this zone** healthy (not the region, which another zone's agent may
+/// keep healthy).
 ///
-/// Run it on each region's direct topology wrapped with the control plane's admin client
-/// (`harmony::infra::region_site::RegionSiteTopology`), one Score per region; on a topology
-/// without `RegionAdmin` it does not compile. Idempotent: when the region exists and its agent
+/// Run it on each zone's direct topology wrapped with the control plane's admin client
+/// (`harmony::infra::region_site::RegionSiteTopology`), one Score per zone; on a topology
+/// without `RegionAdmin` it does not compile. Idempotent: when the zone exists and its agent
 /// holds an identity, no token is minted and the manifests are re-applied without a bootstrap
-/// Secret; a region created earlier whose agent never connected gets a fresh token (the old one
-/// may have expired).
+/// Secret; a zone created earlier whose agent never connected gets a fresh token (the old one
+/// may have expired). A decommissioned region or zone is refused, not re-created.
 #[derive(Debug, Clone)]
 pub struct RegionAgentRolloutScore {
     region: RegionId,
@@ -94,7 +100,7 @@ impl RegionAgentRolloutScore {
         self
     }
 
-    /// How long to wait for the region to become healthy (default 5 minutes).
+    /// How long to wait for the zone to report healthy to the control plane (default 5 minutes).
     pub fn with_wait(mut self, wait: Duration) -> Self {
         self.wait = wait;
         self
@@ -128,22 +134,71 @@ impl RegionAgentRolloutScore {
         source: CapabilityError,
     ) -> InterpretError {
         InterpretError::Capability {
-            action: format!("{action} for region {}", self.region),
+            action: format!("{action} for region {} zone {}", self.region, self.zone),
             applied,
             source,
         }
     }
 
-    fn region_change(&self, admin: &impl RegionAdmin, action: ChangeAction) -> ObjectChange {
-        ObjectChange {
-            object: format!("control-plane Region {}", self.region),
+    /// The control-plane change `step` makes, as reported.
+    fn control_plane_change(
+        &self,
+        admin: &impl RegionAdmin,
+        step: ZoneStep,
+        status: Option<&RegionState>,
+    ) -> Option<ObjectChange> {
+        let (object, action) = step.change(self.region.as_str(), self.zone.as_str(), status)?;
+        Some(ObjectChange {
+            object,
             action,
             location: Some(admin.control_plane_url().to_string()),
             diff: Vec::new(),
-        }
+        })
     }
 
-    /// Decides whether a bootstrap token is needed and mints it (apply mode only).
+    /// A refusal to go on with a decommissioned region or zone, naming the way back.
+    fn decommissioned(&self, admin: &impl RegionAdmin, step: ZoneStep) -> InterpretError {
+        let (object, message) = if step == ZoneStep::RegionDecommissioned {
+            (
+                format!("region {}", self.region),
+                "the region was decommissioned (its identity revoked); re-create it on purpose with POST /v1/admin/regions, or drop it from the run".to_string(),
+            )
+        } else {
+            (
+                format!("zone {} of region {}", self.zone, self.region),
+                format!(
+                    "the zone was decommissioned (its identity revoked); add it again on purpose with POST /v1/admin/regions/{}/zones {{\"zone\": \"{}\"}}, or drop it from the run",
+                    self.region, self.zone
+                ),
+            )
+        };
+        self.capability(
+            "checking the region",
+            Vec::new(),
+            CapabilityError::Rejected {
+                object,
+                server: admin.control_plane_url().to_string(),
+                message,
+            },
+        )
+    }
+
+    /// A token that someone else received: the region or zone was created concurrently.
+    fn taken(&self, action: &str, object: String) -> InterpretError {
+        self.capability(
+            action,
+            Vec::new(),
+            CapabilityError::Conflict {
+                object,
+                manager: "another admin API client".into(),
+                fields: "bootstrap token".into(),
+            },
+        )
+    }
+
+    /// Decides whether the zone's agent needs a bootstrap token and mints it (apply mode only):
+    /// creating the region with this zone, adding the zone to the region, or a fresh token for
+    /// a zone whose agent never connected.
     async fn token(
         &self,
         admin: &impl RegionAdmin,
@@ -151,77 +206,70 @@ impl RegionAgentRolloutScore {
         mode: ExecutionMode,
         changes: &mut Vec<ObjectChange>,
     ) -> Result<Option<SecretString>, InterpretError> {
-        match status {
-            Some(s) if s.decommissioned => Err(self.capability(
-                "checking the region",
-                Vec::new(),
-                CapabilityError::Rejected {
-                    object: format!("region {}", self.region),
-                    server: admin.control_plane_url().to_string(),
-                    message: "the region was decommissioned (its identity revoked); re-create it on purpose with POST /v1/admin/regions, or drop it from the run".into(),
-                },
-            )),
-            // The agent holds an identity: never mint another token.
-            Some(s) if s.bootstrapped => Ok(None),
+        let step = ZoneStep::decide(status, self.zone.as_str());
+        let (region, zone) = (&self.region, &self.zone);
+        let grant = match step {
+            ZoneStep::RegionDecommissioned | ZoneStep::ZoneDecommissioned => {
+                return Err(self.decommissioned(admin, step));
+            }
+            ZoneStep::Bootstrapped => return Ok(None),
             _ if mode != ExecutionMode::Apply => {
-                changes.push(self.region_change(
-                    admin,
-                    if status.is_some() {
-                        ChangeAction::Update
-                    } else {
-                        ChangeAction::Create
-                    },
-                ));
-                Ok(Some(SecretString::new("<minted at apply time>")))
+                changes.extend(self.control_plane_change(admin, step, status));
+                return Ok(Some(SecretString::new("<minted at apply time>")));
             }
-            Some(_) => {
+            ZoneStep::NewToken => {
                 report_progress(format!(
-                    "region {} exists but its agent never connected: minting a new bootstrap token",
-                    self.region
+                    "zone {zone} of region {region} exists but its agent never connected: minting a new bootstrap token"
                 ));
-                let grant = admin
-                    .new_bootstrap_token(&self.region)
+                admin
+                    .new_bootstrap_token(region, zone)
                     .await
-                    .map_err(|e| self.capability("minting a bootstrap token", Vec::new(), e))?;
-                changes.push(self.region_change(admin, ChangeAction::Update));
-                Ok(Some(grant.token))
+                    .map_err(|e| self.capability("minting a bootstrap token", Vec::new(), e))?
             }
-            None => {
-                report_progress(format!("creating region {} on the control plane", self.region));
-                let created = admin
-                    .create_region(&self.region, &self.zone)
+            ZoneStep::AddZone => {
+                report_progress(format!(
+                    "adding zone {zone} to region {region} on the control plane"
+                ));
+                admin
+                    .add_zone(region, zone)
                     .await
-                    .map_err(|e| self.capability("creating the region", Vec::new(), e))?;
-                match created {
-                    Some(grant) => {
-                        changes.push(self.region_change(admin, ChangeAction::Create));
-                        Ok(Some(grant.token))
-                    }
+                    .map_err(|e| self.capability("adding the zone", Vec::new(), e))?
+                    // Added concurrently by someone else: its token is theirs.
+                    .ok_or_else(|| {
+                        self.taken("adding the zone", format!("zone {zone} of region {region}"))
+                    })?
+            }
+            ZoneStep::CreateRegion => {
+                report_progress(format!(
+                    "creating region {region} with zone {zone} on the control plane"
+                ));
+                admin
+                    .create_region(region, zone)
+                    .await
+                    .map_err(|e| self.capability("creating the region", Vec::new(), e))?
                     // Created concurrently by someone else: its token is theirs.
-                    None => Err(self.capability(
-                        "creating the region",
-                        Vec::new(),
-                        CapabilityError::Conflict {
-                            object: format!("region {}", self.region),
-                            manager: "another admin API client".into(),
-                            fields: "bootstrap token".into(),
-                        },
-                    )),
-                }
+                    .ok_or_else(|| self.taken("creating the region", format!("region {region}")))?
             }
-        }
+        };
+        changes.extend(self.control_plane_change(admin, step, status));
+        Ok(Some(grant.token))
     }
 
+    /// Waits until the control plane reports this Score's zone healthy (the region's health
+    /// would answer for another zone's agent).
     async fn wait_healthy(
         &self,
         admin: &impl RegionAdmin,
         applied: &[ObjectChange],
-    ) -> Result<RegionState, InterpretError> {
+    ) -> Result<ZoneState, InterpretError> {
         let started = Instant::now();
         loop {
             let last_seen = match admin.region_state(&self.region).await {
-                Ok(Some(s)) if s.is_healthy() => return Ok(s),
-                Ok(Some(s)) => format!("{}: {}", s.health, s.health_reason),
+                Ok(Some(r)) => match r.zone(self.zone.as_str()) {
+                    Some(z) if z.is_healthy() => return Ok(z.clone()),
+                    Some(z) => format!("{}: {}", z.health, z.health_reason),
+                    None => format!("the region has no zone {}", self.zone),
+                },
                 Ok(None) => "the region does not exist".to_string(),
                 Err(e) => e.to_string(),
             };
@@ -231,8 +279,9 @@ impl RegionAgentRolloutScore {
                     applied.to_vec(),
                     CapabilityError::Timeout {
                         waited_for: format!(
-                            "region {} to report healthy to the control plane at {} (agent Deployment {}/{AGENT_NAME})",
+                            "region {} to report healthy in zone {} to the control plane at {} (agent Deployment {}/{AGENT_NAME})",
                             self.region,
+                            self.zone,
                             admin.control_plane_url(),
                             self.namespace
                         ),
@@ -259,6 +308,8 @@ fn check_agent_url(url: &str) -> Result<(), ValidationError> {
 }
 
 impl<T: Topology + K8sClient + RegionAdmin> Score<T> for RegionAgentRolloutScore {
+    /// Also the owner of the objects it applies: the same for every zone of the region (each
+    /// zone is its own cluster), so a one-zone region's objects keep their owner.
     fn name(&self) -> String {
         format!("Region agent {}", self.region)
     }
@@ -346,26 +397,27 @@ impl<T: Topology + K8sClient + RegionAdmin> Interpret<T> for RegionAgentRolloutS
             let mut outcome = Outcome::from_changes(changes);
             if token.is_some() {
                 outcome = outcome.with_detail(format!(
-                    "a bootstrap token would be minted for region {} and stored in Secret {}/{BOOTSTRAP_SECRET}",
-                    self.region, self.namespace
+                    "a bootstrap token would be minted for region {} zone {} and stored in Secret {}/{BOOTSTRAP_SECRET}",
+                    self.region, self.zone, self.namespace
                 ));
             }
             return Ok(outcome);
         }
         report_progress(format!(
-            "waiting for region {} to report healthy",
-            self.region
+            "waiting for zone {} of region {} to report healthy",
+            self.zone, self.region
         ));
         let status = self.wait_healthy(topology, &changes).await?;
         let mut outcome = Outcome::from_changes(changes).with_detail(format!(
-            "region {} healthy through the control plane (agent {})",
+            "region {} zone {} healthy through the control plane (agent {})",
             self.region,
+            self.zone,
             status.agent_version.as_deref().unwrap_or("unknown")
         ));
         if token.is_some() {
             outcome = outcome.with_detail(format!(
-                "bootstrap token delivered in Secret {}/{BOOTSTRAP_SECRET} (single use)",
-                self.namespace
+                "bootstrap token for zone {} delivered in Secret {}/{BOOTSTRAP_SECRET} (single use)",
+                self.zone, self.namespace
             ));
         }
         Ok(outcome)

@@ -27,7 +27,7 @@ pub use postgresql_distributed::{
     DistributedCluster, DistributedPostgreSQL, Member, MemberRole, MemberState, ReplicaShape,
     member_name,
 };
-pub use region_admin::{BootstrapGrant, RegionAdmin, RegionHealth, RegionState};
+pub use region_admin::{BootstrapGrant, RegionAdmin, RegionHealth, RegionState, ZoneState};
 pub use sites::MultiSite;
 pub use tenant_admin::{ProjectQuota, ProjectState, TenantAdmin, TenantState};
 

@@ -1,5 +1,6 @@
-//! The region administration capability: create a region on the control plane (receiving its
-//! agent's one-time bootstrap token), mint a fresh token, read a region's health, decommission.
+//! The region administration capability: create a region on the control plane with its first
+//! zone, or add a zone to it (receiving that zone's agent's one-time bootstrap token), mint a
+//! fresh token for a zone, read a region's and each zone's health, decommission.
 //!
 //! A Score that brings a region under the control plane (the agent rollout) needs it; a topology
 //! offers it when it can reach the control plane's admin API. Traits and data only: the adapter
@@ -12,7 +13,8 @@ use super::CapabilityError;
 use harmony_agent_protocol::SecretString;
 use harmony_types::{RegionId, ZoneId};
 
-/// A region's health as the control plane judges it from its agent's heartbeats.
+/// A region's (or one zone's) health as the control plane judges it from its agents'
+/// heartbeats: a region is as healthy as its healthiest zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RegionHealth {
     /// Heartbeats on time and the agent reaches its cluster.
@@ -33,21 +35,25 @@ impl fmt::Display for RegionHealth {
     }
 }
 
-/// What the control plane knows of a region, in the terms a rollout decides on.
+/// What the control plane knows of a region, in the terms a rollout decides on. The region-wide
+/// fields other than `health` describe its first zone (the one it was created with), as the
+/// control plane's own view does; `zones` describes each zone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegionState {
     /// The region.
     pub region: String,
-    /// Its health.
+    /// Its health: healthy when any zone is, else unhealthy when any is, else unavailable.
     pub health: RegionHealth,
     /// Why it has that health, in the control plane's words.
     pub health_reason: String,
-    /// Whether an agent exchanged its bootstrap token for an identity (no token is needed again).
+    /// Whether its first zone's agent exchanged its bootstrap token for an identity.
     pub bootstrapped: bool,
-    /// Whether the region was decommissioned (its identity revoked).
+    /// Whether the region was decommissioned (its identities revoked).
     pub decommissioned: bool,
-    /// The version its agent reported, once connected.
+    /// The version its first zone's agent reported, once connected.
     pub agent_version: Option<String>,
+    /// Its zones (each a cluster with its own agent), the first zone first.
+    pub zones: Vec<ZoneState>,
 }
 
 impl RegionState {
@@ -55,9 +61,45 @@ impl RegionState {
     pub fn is_healthy(&self) -> bool {
         self.health == RegionHealth::Healthy
     }
+
+    /// Its zone `zone`, if the region has it.
+    pub fn zone(&self, zone: &str) -> Option<&ZoneState> {
+        self.zones.iter().find(|z| z.zone == zone)
+    }
+
+    /// Whether `zone` is the region's first zone (the one it was created with).
+    pub fn is_first_zone(&self, zone: &str) -> bool {
+        self.zones.first().is_some_and(|z| z.zone == zone)
+    }
 }
 
-/// A one-time bootstrap token for a region's agent: give it to the agent, never print it.
+/// What the control plane knows of one zone of a region (a cluster with its own agent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneState {
+    /// The zone.
+    pub zone: String,
+    /// Its health, from its own agent's heartbeats.
+    pub health: RegionHealth,
+    /// Why it has that health, in the control plane's words.
+    pub health_reason: String,
+    /// Whether its agent exchanged its bootstrap token for an identity (no token is needed
+    /// again, and the control plane refuses to mint one).
+    pub bootstrapped: bool,
+    /// Whether the zone (or its region) was decommissioned (its identity revoked).
+    pub decommissioned: bool,
+    /// The version its agent reported, once connected.
+    pub agent_version: Option<String>,
+}
+
+impl ZoneState {
+    /// Whether the zone is healthy.
+    pub fn is_healthy(&self) -> bool {
+        self.health == RegionHealth::Healthy
+    }
+}
+
+/// A one-time bootstrap token for the agent of one zone of a region: give it to the agent,
+/// never print it.
 #[derive(Clone)]
 pub struct BootstrapGrant {
     /// The region.
@@ -80,10 +122,11 @@ impl fmt::Debug for BootstrapGrant {
     }
 }
 
-/// Administer regions on a control plane: what bringing a region's agent online needs.
+/// Administer regions and their zones on a control plane: what bringing a zone's agent online
+/// needs.
 ///
 /// Errors are [`CapabilityError`]s of the kind the control plane answered (a refused admin token
-/// is `Forbidden`, an unknown region `NotFound`), never carrying a token.
+/// is `Forbidden`, an unknown region or zone `NotFound`), never carrying a token.
 #[async_trait]
 #[diagnostic::on_unimplemented(
     message = "topology `{Self}` cannot administer regions (`RegionAdmin`)",
@@ -103,16 +146,40 @@ pub trait RegionAdmin: Send + Sync {
         zone: &ZoneId,
     ) -> Result<Option<BootstrapGrant>, CapabilityError>;
 
-    /// Mints a new bootstrap token for a region whose agent never connected (the previous one
-    /// may have expired).
+    /// Adds zone `zone` (a cluster with its own agent) to the existing `region` and mints its
+    /// agent's one-time bootstrap token; `None` when the region already has that zone (its
+    /// token was handed out then).
+    async fn add_zone(
+        &self,
+        region: &RegionId,
+        zone: &ZoneId,
+    ) -> Result<Option<BootstrapGrant>, CapabilityError>;
+
+    /// Mints a new bootstrap token for zone `zone` of `region`, whose agent never obtained an
+    /// identity (the previous token may have expired).
     async fn new_bootstrap_token(
         &self,
         region: &RegionId,
+        zone: &ZoneId,
     ) -> Result<BootstrapGrant, CapabilityError>;
 
-    /// The region as the control plane sees it; `None` when it does not exist.
+    /// The region and each of its zones as the control plane sees them; `None` when the region
+    /// does not exist.
     async fn region_state(&self, region: &RegionId)
     -> Result<Option<RegionState>, CapabilityError>;
+
+    /// Zone `zone` of `region` as the control plane sees it; `None` when the region does not
+    /// exist or has no such zone.
+    async fn zone_state(
+        &self,
+        region: &RegionId,
+        zone: &ZoneId,
+    ) -> Result<Option<ZoneState>, CapabilityError> {
+        Ok(self
+            .region_state(region)
+            .await?
+            .and_then(|r| r.zone(zone.as_str()).cloned()))
+    }
 
     /// Decommissions `region`: revokes its identity and closes its agent's connection.
     async fn decommission_region(&self, region: &RegionId) -> Result<(), CapabilityError>;
@@ -133,11 +200,20 @@ impl<A: RegionAdmin + ?Sized> RegionAdmin for &A {
         (**self).create_region(region, zone).await
     }
 
+    async fn add_zone(
+        &self,
+        region: &RegionId,
+        zone: &ZoneId,
+    ) -> Result<Option<BootstrapGrant>, CapabilityError> {
+        (**self).add_zone(region, zone).await
+    }
+
     async fn new_bootstrap_token(
         &self,
         region: &RegionId,
+        zone: &ZoneId,
     ) -> Result<BootstrapGrant, CapabilityError> {
-        (**self).new_bootstrap_token(region).await
+        (**self).new_bootstrap_token(region, zone).await
     }
 
     async fn region_state(
@@ -145,6 +221,14 @@ impl<A: RegionAdmin + ?Sized> RegionAdmin for &A {
         region: &RegionId,
     ) -> Result<Option<RegionState>, CapabilityError> {
         (**self).region_state(region).await
+    }
+
+    async fn zone_state(
+        &self,
+        region: &RegionId,
+        zone: &ZoneId,
+    ) -> Result<Option<ZoneState>, CapabilityError> {
+        (**self).zone_state(region, zone).await
     }
 
     async fn decommission_region(&self, region: &RegionId) -> Result<(), CapabilityError> {
@@ -181,10 +265,41 @@ mod tests {
             bootstrapped: true,
             decommissioned: false,
             agent_version: None,
+            zones: Vec::new(),
         };
         assert!(state(RegionHealth::Healthy).is_healthy());
         assert!(!state(RegionHealth::Unhealthy).is_healthy());
         assert!(!state(RegionHealth::Unavailable).is_healthy());
         assert_eq!(RegionHealth::Unavailable.to_string(), "unavailable");
+    }
+
+    #[test]
+    fn a_zone_is_found_by_name_and_the_first_zone_is_the_regions_own() {
+        let zone = |name: &str, health| ZoneState {
+            zone: name.into(),
+            health,
+            health_reason: String::new(),
+            bootstrapped: false,
+            decommissioned: false,
+            agent_version: None,
+        };
+        let region = RegionState {
+            region: "eu".into(),
+            health: RegionHealth::Healthy,
+            health_reason: String::new(),
+            bootstrapped: false,
+            decommissioned: false,
+            agent_version: None,
+            zones: vec![
+                zone("a", RegionHealth::Healthy),
+                zone("b", RegionHealth::Unavailable),
+            ],
+        };
+        // The region is healthy through zone a; zone b is not.
+        assert!(region.is_healthy());
+        assert!(region.zone("a").unwrap().is_healthy());
+        assert!(!region.zone("b").unwrap().is_healthy());
+        assert_eq!(region.zone("c"), None);
+        assert!(region.is_first_zone("a") && !region.is_first_zone("b"));
     }
 }

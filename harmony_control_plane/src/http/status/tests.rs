@@ -36,6 +36,7 @@ fn region(name: &str, zone: &str, health: Health, heartbeat: Option<i64>) -> Reg
             pending_requests: Some(if heartbeat.is_some() { 0 } else { 4 }),
             replica: heartbeat.map(|_| "replica-xyz".into()),
             decommissioned: None,
+            bootstrapped: None,
         }],
         created_at: 1,
         bootstrapped: heartbeat.is_some(),
