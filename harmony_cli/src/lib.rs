@@ -1,7 +1,17 @@
 //! The entry point every Harmony program calls with its inventory, topology and Scores.
 //!
-//! ```text
-//! harmony_cli::run(Inventory::empty(), RenderTopology::from_context, scores).await
+//! ```no_run
+//! use harmony::domain::{Inventory, Score};
+//! use harmony::infra::render::RenderTopology;
+//! use std::convert::Infallible;
+//! use std::process::ExitCode;
+//!
+//! #[tokio::main]
+//! async fn main() -> ExitCode {
+//!     let scores: Vec<Box<dyn Score<RenderTopology>>> = Vec::new(); // your Scores
+//!     let topology = |ctx: &_| Ok::<_, Infallible>(RenderTopology::from_context(ctx));
+//!     harmony_cli::run(Inventory::empty(), topology, scores).await
+//! }
 //! ```
 //!
 //! Exit codes: 0 all Scores succeeded, 1 a Score (or topology preparation) failed,
