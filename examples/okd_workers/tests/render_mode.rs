@@ -150,3 +150,63 @@ fn apply_without_terminal_or_yes_exits_2_naming_yes_and_touches_nothing() {
     assert!(!services.exists(), "the services folder was created");
     assert!(!dir.path().join("harmony-out").exists());
 }
+
+#[test]
+fn a_render_is_the_same_bytes_in_any_folder_and_names_the_host_paths() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let out_a = a.path().join("out");
+    let out_b = b.path().join("x/y/z/deeper-render");
+    let mut trees = Vec::new();
+    for (cwd, out) in [(a.path(), &out_a), (b.path(), &out_b)] {
+        let run = run(cwd, &["--out", out.to_str().unwrap()], &[]);
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "{}{}",
+            text(&run.stdout),
+            text(&run.stderr)
+        );
+        let tree = files(&out.join("okd"));
+        for (name, bytes) in &tree {
+            let body = text(bytes);
+            for dir in [a.path(), b.path()] {
+                assert!(
+                    !body.contains(dir.to_str().unwrap()),
+                    "{name} names the render folder {}:\n{body}",
+                    dir.display()
+                );
+            }
+        }
+        trees.push(tree);
+    }
+    assert!(
+        trees[0].contains_key("dnsmasq/dnsmasq.conf"),
+        "{:?}",
+        trees[0].keys()
+    );
+    assert_eq!(
+        trees[0].keys().collect::<Vec<_>>(),
+        trees[1].keys().collect::<Vec<_>>()
+    );
+    for (name, bytes) in &trees[0] {
+        assert!(
+            trees[1][name] == *bytes,
+            "{name} differs between renders:\n{}\n---\n{}",
+            text(bytes),
+            text(&trees[1][name])
+        );
+    }
+    let conf = text(&trees[0]["dnsmasq/dnsmasq.conf"]);
+    for line in [
+        "tftp-root=/var/lib/harmony/okd/dnsmasq/tftp",
+        "dhcp-hostsfile=/var/lib/harmony/okd/dnsmasq/dhcp-hosts",
+    ] {
+        assert!(conf.contains(line), "{line} missing:\n{conf}");
+    }
+    assert!(
+        text(&trees[0]["haproxy/haproxy.cfg"])
+            .contains("stats socket /var/lib/harmony/okd/haproxy/haproxy.sock"),
+        "haproxy's socket is on the host"
+    );
+}

@@ -185,3 +185,82 @@ fn filters_select_and_unknown_filters_fail_with_known_names() {
     let bad_flag = run(dir.path(), &["--output", "xml"]);
     assert_eq!(bad_flag.status.code(), Some(2));
 }
+
+#[test]
+fn render_progress_says_rendering_to_the_folder_and_plan_says_comparing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(dir.path(), &["--out", "rendered"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    let folder = Path::new("rendered").join("local");
+    assert!(
+        all.contains(&format!("rendering 1 object(s) to {}", folder.display())),
+        "{all}"
+    );
+    assert!(
+        !all.contains("applying"),
+        "render mode applies nothing:\n{all}"
+    );
+
+    let plan = run(dir.path(), &["--out", "rendered", "--plan"]);
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan.stderr));
+    let all = format!("{}{}", text(&plan.stdout), text(&plan.stderr));
+    assert!(
+        all.contains(&format!(
+            "comparing 1 object(s) with the files in {} (nothing is written)",
+            folder.display()
+        )),
+        "{all}"
+    );
+    assert!(
+        !all.contains("applying"),
+        "plan mode applies nothing:\n{all}"
+    );
+}
+
+#[test]
+fn an_unknown_context_names_the_contexts_the_kubeconfig_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1
+kind: Config
+current-context: staging
+clusters:
+- name: c
+  cluster: {server: 'https://127.0.0.1:1'}
+contexts:
+- name: staging
+  context: {cluster: c, user: u}
+- name: prod-eu
+  context: {cluster: c, user: u}
+users:
+- name: u
+  user: {token: not-a-real-token}
+",
+    )
+    .unwrap();
+    let out = run(
+        dir.path(),
+        &[
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+            "--context",
+            "prod",
+            "--yes",
+        ],
+    );
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_ne!(out.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains(&format!(
+            "--context prod: no such context in {}; it has: staging, prod-eu",
+            kubeconfig.display()
+        )),
+        "{all}"
+    );
+    assert!(all.contains("leave --context out"), "{all}");
+    assert!(!all.contains("not-a-real-token"), "{all}");
+    assert!(!dir.path().join("harmony-out").exists(), "{all}");
+}

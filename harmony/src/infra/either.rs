@@ -77,4 +77,8 @@ impl<L: K8sClient, R: K8sClient> K8sClient for EitherTopology<L, R> {
     ) -> Result<WaitOutcome, CapabilityError> {
         self.k8s().wait_for(object, condition, timeout).await
     }
+
+    fn apply_progress(&self, what: &str) -> String {
+        self.k8s().apply_progress(what)
+    }
 }

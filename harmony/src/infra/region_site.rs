@@ -84,6 +84,10 @@ impl<S: K8sClient, A: Send + Sync> K8sClient for RegionSiteTopology<S, A> {
     ) -> Result<WaitOutcome, CapabilityError> {
         self.site.wait_for(object, condition, timeout).await
     }
+
+    fn apply_progress(&self, what: &str) -> String {
+        self.site.apply_progress(what)
+    }
 }
 
 #[async_trait]

@@ -9,7 +9,7 @@ pub async fn apply_objects<T: K8sClient + ?Sized>(
     subject: &str,
     objects: &[K8sObject],
 ) -> Result<Outcome, InterpretError> {
-    report_progress(format!("applying {} object(s)", objects.len()));
+    report_progress(topology.apply_progress(&format!("{} object(s)", objects.len())));
     let changes = topology
         .apply(
             objects,

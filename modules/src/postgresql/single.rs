@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use harmony::domain::capability::PostgreSQL;
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::{
-    InterpretError, Inventory, Outcome, Score, Topology, ValidationError, report_progress,
+    ExecutionMode, InterpretError, Inventory, Outcome, Score, Topology, ValidationError,
+    report_progress,
 };
 use harmony::types::Version;
 
@@ -123,7 +124,12 @@ impl<T: Topology + PostgreSQL + 'static> Interpret<T> for PostgreSQLScore {
     async fn execute(&self, _: &Inventory, topology: &T) -> Result<Outcome, InterpretError> {
         let cluster = self.spec.cluster.resolve(&self.name, &self.namespace)?;
         let owner = self.owner();
-        report_progress(format!("applying PostgreSQL cluster {}", cluster.name));
+        let verb = match topology.mode() {
+            ExecutionMode::Apply => "applying",
+            ExecutionMode::Plan => "comparing",
+            ExecutionMode::Render => "rendering",
+        };
+        report_progress(format!("{verb} PostgreSQL cluster {}", cluster.name));
         let changes = topology
             .apply_cluster(&cluster, &owner)
             .await

@@ -309,6 +309,13 @@ pub trait K8sClient: Send + Sync {
         condition: &WaitCondition,
         timeout: Duration,
     ) -> Result<WaitOutcome, CapabilityError>;
+
+    /// The progress line for applying `what` (e.g. `3 object(s)`), in the words of what this
+    /// client really does: a live client applies, render mode writes files (and names where),
+    /// plan mode compares.
+    fn apply_progress(&self, what: &str) -> String {
+        format!("applying {what}")
+    }
 }
 
 /// A borrowed Kubernetes client is one.
@@ -337,6 +344,10 @@ impl<K: K8sClient + ?Sized> K8sClient for &K {
         timeout: Duration,
     ) -> Result<WaitOutcome, CapabilityError> {
         (**self).wait_for(object, condition, timeout).await
+    }
+
+    fn apply_progress(&self, what: &str) -> String {
+        (**self).apply_progress(what)
     }
 }
 

@@ -65,7 +65,7 @@ pub fn render_files(
 ) -> Result<BTreeMap<String, String>, CapabilityError> {
     let mut files = BTreeMap::new();
     let main = MainConf {
-        dir: settings.dir.display().to_string(),
+        dir: settings.host_dir.display().to_string(),
         interface: &settings.interface,
         listen: settings.listen,
         dns_port: settings.dns_port,

@@ -29,8 +29,13 @@ pub use config::{DnsmasqState, render_files};
 /// Where dnsmasq listens and what it serves, fixed for a site.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DnsmasqSettings {
-    /// The folder Harmony owns for dnsmasq's files.
+    /// The folder Harmony writes dnsmasq's files into.
     pub dir: PathBuf,
+    /// The folder the files name inside them (`tftp-root`, `dhcp-hostsfile`, the pid and lease
+    /// files...): where dnsmasq reads them on the host that runs it. The same as `dir` when
+    /// applying on this machine; when rendering, the folder the files will be installed into,
+    /// so a render is the same bytes wherever it is written.
+    pub host_dir: PathBuf,
     /// Address DNS, DHCP and TFTP listen on.
     pub listen: IpAddress,
     /// Interface to serve DHCP on; `None` serves it where `listen` is configured.
@@ -131,9 +136,17 @@ impl Dnsmasq {
     }
 
     fn file_sync(&self, dir: &Path, state: &DnsmasqState) -> Result<FileSync, CapabilityError> {
+        // The staging copy checked by `dnsmasq --test` names its own folder; the real one
+        // names the host's folder.
+        let host_dir = if dir == self.settings.dir {
+            self.settings.host_dir.clone()
+        } else {
+            dir.to_path_buf()
+        };
         let files = render_files(
             &DnsmasqSettings {
                 dir: dir.to_path_buf(),
+                host_dir,
                 ..self.settings.clone()
             },
             state,

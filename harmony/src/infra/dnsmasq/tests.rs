@@ -5,6 +5,7 @@ use std::path::Path;
 pub(crate) fn settings(dir: &Path) -> DnsmasqSettings {
     DnsmasqSettings {
         dir: dir.to_path_buf(),
+        host_dir: dir.to_path_buf(),
         listen: IpAddress::parse("10.10.0.2").unwrap(),
         interface: None,
         dns_port: 53,

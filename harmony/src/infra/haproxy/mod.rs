@@ -18,8 +18,12 @@ use crate::domain::{ChangeAction, ObjectChange};
 /// Where the configuration goes and how haproxy runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HaproxySettings {
-    /// The folder Harmony owns.
+    /// The folder Harmony writes `haproxy.cfg` into.
     pub dir: PathBuf,
+    /// The folder the configuration names inside it (the admin socket): where haproxy runs
+    /// it on its host. The same as `dir` when applying on this machine; when rendering, the
+    /// folder the file will be installed into, so a render is the same bytes wherever written.
+    pub host_dir: PathBuf,
     /// The haproxy binary.
     pub binary: PathBuf,
     /// Words run before the binary (e.g. `ip netns exec NAME`).
@@ -235,7 +239,7 @@ impl LoadBalancer for Haproxy {
         &self,
         services: &[LoadBalancerService],
     ) -> Result<Vec<ObjectChange>, CapabilityError> {
-        let text = render_config(&self.settings.dir, services)?;
+        let text = render_config(&self.settings.host_dir, services)?;
         let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         tokio::task::block_in_place(|| {
             let mut sync = FileSync::new();

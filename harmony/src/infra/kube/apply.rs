@@ -289,9 +289,13 @@ impl K8sTopology {
             }
         }
         report_progress(format!(
-            "{} namespace(s) and CRD(s) ready, applying {} object(s)",
+            "{} namespace(s) and CRD(s) ready, {}",
             done.len(),
-            rest.len()
+            if self.dry_run() {
+                format!("comparing {} object(s)", rest.len())
+            } else {
+                format!("applying {} object(s)", rest.len())
+            }
         ));
         if let Err(e) = self.apply_phase(&rest, force, &mut done).await {
             return Err(fail(done, e));
@@ -501,6 +505,22 @@ impl K8sClient for K8sTopology {
                 });
             }
             tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    fn apply_progress(&self, what: &str) -> String {
+        let server = self.server();
+        let at = if server.is_empty() {
+            String::new()
+        } else {
+            format!(" at {server}")
+        };
+        if self.dry_run() {
+            format!(
+                "comparing {what} with the cluster{at} (server-side dry run; nothing is changed)"
+            )
+        } else {
+            format!("applying {what} to the cluster{at}")
         }
     }
 }

@@ -144,26 +144,68 @@ impl K8sTopology {
                     context: context.clone(),
                     ..Default::default()
                 };
-                match path {
-                    Some(p) => {
-                        let kc = Kubeconfig::read_from(p)
-                            .map_err(|e| format!("kubeconfig {}: {e}", p.display()))?;
-                        Config::from_custom_kubeconfig(kc, &options)
-                            .await
-                            .map_err(|e| {
-                                format!("kubeconfig {} context {:?}: {e}", p.display(), context)
-                            })?
+                let (kc, file) = match path {
+                    Some(p) => (
+                        Kubeconfig::read_from(p)
+                            .map_err(|e| format!("kubeconfig {}: {e}", p.display()))?,
+                        p.display().to_string(),
+                    ),
+                    None => {
+                        let file = default_kubeconfig_name();
+                        let kc = Kubeconfig::read()
+                            .map_err(|e| format!("default kubeconfig {file}: {e}"))?;
+                        (kc, file)
                     }
-                    None => Config::from_kubeconfig(&options)
-                        .await
-                        .map_err(|e| format!("default kubeconfig context {context:?}: {e}"))?,
+                };
+                if let Some(name) = context {
+                    check_context(&kc, name, &file)?;
                 }
+                Config::from_custom_kubeconfig(kc, &options)
+                    .await
+                    .map_err(|e| match context {
+                        Some(c) => format!("kubeconfig {file}, context {c}: {e}"),
+                        None => format!("kubeconfig {file}: {e}"),
+                    })?
             }
         };
         config.connect_timeout = Some(Duration::from_secs(5));
         config.read_timeout = Some(Duration::from_secs(60));
         Ok(config)
     }
+}
+
+/// How the default kubeconfig is named in messages: `$KUBECONFIG` (with its value) or
+/// `~/.kube/config`.
+fn default_kubeconfig_name() -> String {
+    match std::env::var_os("KUBECONFIG") {
+        Some(v) if !v.is_empty() => format!("$KUBECONFIG ({})", v.to_string_lossy()),
+        _ => "~/.kube/config".to_string(),
+    }
+}
+
+/// Fails naming the contexts `kc` has when `context` is not one of them.
+pub(crate) fn check_context(kc: &Kubeconfig, context: &str, file: &str) -> Result<(), String> {
+    if kc.contexts.iter().any(|c| c.name == context) {
+        return Ok(());
+    }
+    let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+    let fix = match (names.first(), &kc.current_context) {
+        (None, _) => format!(
+            "add a context named {context} to {file}, or pass --kubeconfig with a file that has one"
+        ),
+        (Some(_), Some(current)) => format!(
+            "pass one of them to --context, or leave --context out to use the current context ({current})"
+        ),
+        (Some(first), None) => format!("pass one of them to --context (e.g. --context {first})"),
+    };
+    let has = if names.is_empty() {
+        "it has none".to_string()
+    } else {
+        format!("it has: {}", names.join(", "))
+    };
+    Err(format!(
+        "--context {context}: no such context in {file}; {has}; fix: {fix}"
+    ))
 }
 
 #[async_trait]
@@ -209,5 +251,60 @@ impl Topology for K8sTopology {
         let message = format!("connected to {server} (Kubernetes {})", info.git_version);
         let _ = self.connection.set(Connection { client, server });
         Ok(PreparationOutcome::Success(message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO_CONTEXTS: &str = "apiVersion: v1
+kind: Config
+current-context: staging
+clusters:
+- name: c
+  cluster:
+    server: https://127.0.0.1:1
+contexts:
+- name: staging
+  context: {cluster: c, user: u}
+- name: prod-eu
+  context: {cluster: c, user: u}
+users:
+- name: u
+  user: {token: not-a-real-token}
+";
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn unknown_context_lists_the_contexts_of_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kubeconfig");
+        std::fs::write(&file, TWO_CONTEXTS).unwrap();
+        let topo = K8sTopology::new(
+            "k",
+            KubeTarget::Kubeconfig {
+                path: Some(file.clone()),
+                context: Some("prod".into()),
+            },
+            &RunContext::default(),
+        );
+        let err = topo.ensure_ready().await.unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "--context prod: no such context in {}; it has: staging, prod-eu",
+                file.display()
+            )),
+            "{err}"
+        );
+        assert!(err.contains("leave --context out"), "{err}");
+        assert!(!err.contains("not-a-real-token"), "{err}");
+    }
+
+    #[test]
+    fn a_known_context_passes_and_an_empty_file_says_it_has_none() {
+        let kc = Kubeconfig::from_yaml(TWO_CONTEXTS).unwrap();
+        assert!(check_context(&kc, "prod-eu", "f").is_ok());
+        let err = check_context(&Kubeconfig::default(), "x", "f").unwrap_err();
+        assert!(err.contains("no such context in f; it has none"), "{err}");
     }
 }

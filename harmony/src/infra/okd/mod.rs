@@ -167,6 +167,7 @@ impl HAClusterTopology {
         let dnsmasq = Dnsmasq::new(
             DnsmasqSettings {
                 dir: root.join("dnsmasq"),
+                host_dir: services.dir.join("dnsmasq"),
                 listen: layout.services,
                 interface: services.interface.clone(),
                 dns_port: services.dns_port,
@@ -182,6 +183,7 @@ impl HAClusterTopology {
         let haproxy = Haproxy::new(
             HaproxySettings {
                 dir: root.join("haproxy"),
+                host_dir: services.dir.join("haproxy"),
                 binary: services.haproxy.clone(),
                 prefix: services.prefix.clone(),
             },

@@ -152,6 +152,16 @@ impl K8sClient for RenderTopology {
             ),
         })
     }
+    fn apply_progress(&self, what: &str) -> String {
+        if self.plan {
+            format!(
+                "comparing {what} with the files in {} (nothing is written)",
+                self.site_dir().display()
+            )
+        } else {
+            format!("rendering {what} to {}", self.site_dir().display())
+        }
+    }
 }
 
 #[cfg(test)]

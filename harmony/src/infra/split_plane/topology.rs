@@ -522,6 +522,17 @@ where
         }
         Ok(outcome)
     }
+
+    /// One line per plane when the planes say different things (two render folders, say).
+    fn apply_progress(&self, what: &str) -> String {
+        let data = self.client(Plane::Data).apply_progress(what);
+        let control = self.client(Plane::Control).apply_progress(what);
+        if data == control {
+            data
+        } else {
+            format!("data plane: {data}; control plane: {control}")
+        }
+    }
 }
 
 #[cfg(test)]
