@@ -68,6 +68,11 @@ pub fn ignition_file(role: HostRole) -> &'static str {
 }
 
 /// The capabilities an OKD bring-up needs, as one bound.
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` cannot bring up OKD on bare metal (`OkdTopology`)",
+    label = "this OKD Score needs a bare-metal topology: `HaCluster`, `DhcpServer`, `TftpServer`, `DnsServer`, `HttpServer`, `LoadBalancer` and `HostInventory`",
+    note = "use HAClusterTopology (`harmony::infra::okd::HAClusterTopology::from_context`), which offers all seven; Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) offer none of them"
+)]
 pub trait OkdTopology:
     Topology
     + HaCluster

@@ -35,6 +35,11 @@ pub struct PxeBootOptions {
 
 /// A DHCP server with fixed reservations and PXE options.
 #[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` has no DHCP server (`DhcpServer`)",
+    label = "this Score needs a topology that implements `DhcpServer` (it reserves addresses and serves PXE options)",
+    note = "use a bare-metal topology that offers DHCP: HAClusterTopology (`harmony::infra::okd::HAClusterTopology`, backed by dnsmasq); Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) have none; or implement `DhcpServer` for `{Self}`"
+)]
 pub trait DhcpServer: Send + Sync {
     /// Ensures each binding exists (keyed by MAC); bindings of other MACs are kept. Fails,
     /// touching nothing, when an address or host name is already reserved for another MAC.

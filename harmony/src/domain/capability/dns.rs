@@ -40,6 +40,11 @@ impl fmt::Display for DnsRecord {
 
 /// A DNS server for the cluster's names.
 #[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` has no DNS server (`DnsServer`)",
+    label = "this Score needs a topology that implements `DnsServer` (it serves the cluster's names)",
+    note = "use a bare-metal topology that offers DNS: HAClusterTopology (`harmony::infra::okd::HAClusterTopology`, backed by dnsmasq); Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) have none; or implement `DnsServer` for `{Self}`"
+)]
 pub trait DnsServer: Send + Sync {
     /// Ensures each record is served; records of other names are kept. Fails, touching
     /// nothing, when a name would resolve to two addresses.

@@ -230,6 +230,11 @@ pub struct DeclaredRole {
 }
 
 /// A topology that is an HA cluster on bare metal: its layout, and how hosts get their roles.
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` is not an HA cluster on bare metal (`HaCluster`)",
+    label = "this Score needs a topology that implements `HaCluster` (it reads the cluster's layout and assigns host roles)",
+    note = "use the bare-metal topology HAClusterTopology (`harmony::infra::okd::HAClusterTopology::from_context`); Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) cannot bring up a cluster; or implement `HaCluster` for `{Self}`"
+)]
 pub trait HaCluster: Send + Sync {
     /// The validated layout.
     fn layout(&self) -> &ClusterLayout;

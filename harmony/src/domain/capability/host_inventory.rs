@@ -25,6 +25,11 @@ pub struct HostBinding {
 
 /// Where discovered hosts, role assignments and bindings are kept.
 #[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` has no host inventory (`HostInventory`)",
+    label = "this Score needs a topology that implements `HostInventory` (it reads discovered hosts and records their roles and bindings)",
+    note = "use a bare-metal topology that keeps an inventory: HAClusterTopology (`harmony::infra::okd::HAClusterTopology`, backed by SqliteInventory); Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) have none; or implement `HostInventory` for `{Self}`"
+)]
 pub trait HostInventory: Send + Sync {
     /// Every known host, sorted by id.
     async fn known_hosts(&self) -> Result<Vec<PhysicalHost>, CapabilityError>;

@@ -33,6 +33,11 @@ pub struct HttpAccess {
 
 /// An HTTP server for boot files.
 #[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` has no HTTP boot server (`HttpServer`)",
+    label = "this Score needs a topology that implements `HttpServer` (it serves boot files over HTTP)",
+    note = "use a bare-metal topology that offers HTTP boot: HAClusterTopology (`harmony::infra::okd::HAClusterTopology`, backed by HttpBoot); Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) have none; or implement `HttpServer` for `{Self}`"
+)]
 pub trait HttpServer: Send + Sync {
     /// The URL clients reach the server root at, e.g. `http://10.0.0.1:8080/`.
     fn base_url(&self) -> Url;

@@ -286,7 +286,7 @@ pub struct ApplyFailure {
 #[diagnostic::on_unimplemented(
     message = "topology `{Self}` has no Kubernetes capability (`K8sClient`)",
     label = "this Score needs a topology that implements `K8sClient`",
-    note = "use a topology that offers Kubernetes (RenderTopology, K8sTopology, DefaultTopology) or implement `K8sClient` for `{Self}`"
+    note = "use a topology that offers Kubernetes (RenderTopology, K8sTopology, DefaultTopology) or implement `K8sClient` for `{Self}`; the PostgreSQL capabilities (`PostgreSQL`, `DistributedPostgreSQL`) come with Kubernetes, through CloudNativePG"
 )]
 pub trait K8sClient: Send + Sync {
     /// Applies `objects` (namespaces and CRDs first) and reports one change per object.

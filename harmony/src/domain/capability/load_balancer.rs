@@ -58,6 +58,11 @@ pub struct LoadBalancerService {
 
 /// A TCP load balancer.
 #[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` has no load balancer (`LoadBalancer`)",
+    label = "this Score needs a topology that implements `LoadBalancer` (it configures TCP services and their backends)",
+    note = "use a bare-metal topology that offers a load balancer: HAClusterTopology (`harmony::infra::okd::HAClusterTopology`, backed by HAProxy); Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) have none; or implement `LoadBalancer` for `{Self}`"
+)]
 pub trait LoadBalancer: Send + Sync {
     /// Ensures exactly these services are served (services not listed are removed).
     async fn ensure_services(

@@ -150,6 +150,11 @@ pub enum CredentialsLookup {
 
 /// PostgreSQL clusters on one site.
 #[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` cannot run PostgreSQL clusters (`PostgreSQL`)",
+    label = "this Score needs a topology that implements `PostgreSQL` (it declares CloudNativePG clusters)",
+    note = "every Kubernetes topology offers PostgreSQL through CloudNativePG (RenderTopology, K8sTopology, DefaultTopology, AgentTopology, SplitPlaneTopology, RegionSiteTopology): use one of them, or implement `K8sClient` or `PostgreSQL` for `{Self}`"
+)]
 pub trait PostgreSQL: Send + Sync {
     /// Creates or updates a standalone or primary cluster; objects are owned by `owner`.
     async fn apply_cluster(

@@ -218,6 +218,11 @@ impl MemberState {
 
 /// A distributed PostgreSQL cluster, on one site.
 #[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` cannot run a distributed PostgreSQL cluster's members (`DistributedPostgreSQL`)",
+    label = "this Score needs sites that implement `DistributedPostgreSQL` (it reads and promotes the members of a multisite cluster)",
+    note = "every Kubernetes topology offers it through CloudNativePG (RenderTopology, K8sTopology, DefaultTopology, AgentTopology, SplitPlaneTopology, RegionSiteTopology): use one of them for each site, e.g. `MultiSiteTopology<DefaultTopology>`, or implement `K8sClient` or `DistributedPostgreSQL` for `{Self}`"
+)]
 pub trait DistributedPostgreSQL: Send + Sync {
     /// This site's live cluster, `None` when there is none.
     async fn member_state(

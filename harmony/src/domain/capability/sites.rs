@@ -8,6 +8,11 @@ use super::super::topology::Topology;
 static NOBODY: Unattended = Unattended { assume_yes: false };
 
 /// A topology made of named sites, each a topology of its own (one Kubernetes cluster, say).
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` has no named sites (`MultiSite`)",
+    label = "this Score needs a topology that implements `MultiSite` (it acts on several sites by name)",
+    note = "use `MultiSiteTopology` (`harmony::infra::multi_site::MultiSiteTopology`, e.g. `MultiSiteTopology<DefaultTopology>` with one site per `--site`) or implement `MultiSite` for `{Self}`"
+)]
 pub trait MultiSite: Send + Sync {
     /// The topology of one site.
     type Site: Topology;

@@ -18,6 +18,11 @@ pub struct TftpFile {
 
 /// A TFTP server.
 #[async_trait]
+#[diagnostic::on_unimplemented(
+    message = "topology `{Self}` has no TFTP server (`TftpServer`)",
+    label = "this Score needs a topology that implements `TftpServer` (it serves PXE boot files over TFTP)",
+    note = "use a bare-metal topology that offers TFTP: HAClusterTopology (`harmony::infra::okd::HAClusterTopology`, backed by dnsmasq); Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) have none; or implement `TftpServer` for `{Self}`"
+)]
 pub trait TftpServer: Send + Sync {
     /// Ensures each file is served with the bytes of its source.
     async fn ensure_tftp_files(
