@@ -1,8 +1,8 @@
 //! The PostgreSQL data path across sites, for real: PostgreSQL 18 with TLS behind an haproxy that
 //! routes like the OpenShift router's passthrough frontend (SNI), and a libpq >= 17 client opening
 //! a physical replication connection. The connection parameters are written by hand exactly as a
-//! CNPG replica's `externalClusters` entry maps them to libpq (see `../shared/DESIGN.md`,
-//! "Multi-site PostgreSQL"): they prove why the Score must set `sslnegotiation: direct`.
+//! CNPG replica's `externalClusters` entry maps them to libpq (see docs/modules/multisite_postgresql.md,
+//! "PostgreSQL 17: SNI and passthrough Routes"): they prove why the Score must set `sslnegotiation: direct`.
 //! Tools: `bash tests/pg-datapath/install.sh` (tests/setup.sh runs it).
 
 use std::collections::BTreeMap;
