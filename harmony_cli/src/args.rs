@@ -1,10 +1,25 @@
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::{ArgAction, ArgMatches, Command, FromArgMatches, ValueEnum};
 use std::path::PathBuf;
 
-/// Command-line flags shared by every Harmony program.
-#[derive(Debug, Clone, Parser)]
-#[command(about = "Run Harmony Scores against a topology", long_about = None)]
+use crate::flags::FlagGroups;
+
+/// The parsed `harmony_cli` flags: the common ones and the groups the program's topology
+/// offers (a group it does not offer keeps its defaults, as it cannot be given).
+#[derive(Debug, Clone, Default)]
 pub struct Args {
+    /// Flags every program accepts.
+    pub common: CommonArgs,
+    /// `--kubeconfig`, `--context`.
+    pub cluster: ClusterArgs,
+    /// `--prune`, `--force-conflicts`.
+    pub ownership: OwnershipArgs,
+    /// `--apply`, `--inventory`, `--roles`, `--discovery-timeout`.
+    pub bare_metal: BareMetalArgs,
+}
+
+/// Flags every Harmony program accepts.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommonArgs {
     /// List the Scores and exit.
     #[arg(long)]
     pub list: bool,
@@ -16,38 +31,6 @@ pub struct Args {
     /// Show what would change, change nothing.
     #[arg(long)]
     pub plan: bool,
-
-    /// Delete objects a Score owned before but no longer declares (shown as `delete` with --plan).
-    #[arg(long)]
-    pub prune: bool,
-
-    /// Take ownership of fields another field manager owns instead of failing (as kubectl's flag).
-    #[arg(long)]
-    pub force_conflicts: bool,
-
-    /// Apply to the cluster of this kubeconfig instead of rendering files.
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Apply to this kubeconfig context instead of rendering files.
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
-
-    /// Bare-metal topologies: change the live services (dnsmasq, haproxy, HTTP boot) instead of rendering files.
-    #[arg(long)]
-    pub apply: bool,
-
-    /// Bare-metal topologies: the SQLite inventory file of discovered hosts.
-    #[arg(long, value_name = "FILE")]
-    pub inventory: Option<PathBuf>,
-
-    /// Bare-metal topologies: a TOML file giving hosts their roles instead of asking.
-    #[arg(long, value_name = "FILE")]
-    pub roles: Option<PathBuf>,
-
-    /// Bare-metal topologies: how long to wait for hosts to be discovered (seconds).
-    #[arg(long, value_name = "SECONDS")]
-    pub discovery_timeout: Option<u64>,
 
     /// Answer yes to every confirmation and never prompt (run all Scores unless filtered).
     #[arg(long, short = 'y')]
@@ -74,18 +57,136 @@ pub struct Args {
     pub quiet: u8,
 }
 
+impl Default for CommonArgs {
+    fn default() -> Self {
+        Self {
+            list: false,
+            filters: Vec::new(),
+            plan: false,
+            yes: false,
+            keep_going: false,
+            output: OutputFormat::Text,
+            out: PathBuf::from("harmony-out"),
+            verbose: 0,
+            quiet: 0,
+        }
+    }
+}
+
+/// Flags of programs that can apply to a Kubernetes cluster.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Kubernetes")]
+pub struct ClusterArgs {
+    /// Apply to the cluster of this kubeconfig instead of rendering files.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Apply to this kubeconfig context instead of rendering files.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+/// Flags of programs that apply objects they own to a live API.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Ownership")]
+pub struct OwnershipArgs {
+    /// Delete objects a Score owned before but no longer declares (shown as `delete` with --plan).
+    #[arg(long)]
+    pub prune: bool,
+
+    /// Take ownership of fields another field manager owns instead of failing (as kubectl's flag).
+    #[arg(long)]
+    pub force_conflicts: bool,
+}
+
+/// Flags of bare-metal programs.
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Bare metal")]
+pub struct BareMetalArgs {
+    /// Change the live services (dnsmasq, haproxy, HTTP boot) instead of rendering files.
+    #[arg(long)]
+    pub apply: bool,
+
+    /// The SQLite inventory file of discovered hosts.
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+
+    /// A TOML file giving hosts their roles instead of asking.
+    #[arg(long, value_name = "FILE")]
+    pub roles: Option<PathBuf>,
+
+    /// How long to wait for hosts to be discovered (seconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub discovery_timeout: Option<u64>,
+}
+
+/// A program that has no flags of its own.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+#[command(about = DEFAULT_ABOUT, long_about = None)]
+pub struct NoFlags {}
+
+/// The first line of `--help` unless the program's flags give their own.
+const DEFAULT_ABOUT: &str = "Run Harmony Scores against a topology";
+
 /// Report format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
     /// Human-readable text.
+    #[default]
     Text,
     /// One JSON document (see docs/report-format.md).
     Json,
 }
 
 impl Args {
+    /// The command line of a program named `name` whose topology offers `groups` and whose own
+    /// flags are `X` (under "Program options"; `X`'s `#[command(about = ...)]`, or its doc
+    /// comment, is the first line of `--help`).
+    pub fn command<X: clap::Args>(name: &str, groups: FlagGroups) -> Command {
+        let mut cmd = Command::new("harmony").bin_name(name.to_string());
+        cmd = <CommonArgs as clap::Args>::augment_args(cmd);
+        if groups.cluster {
+            cmd = <ClusterArgs as clap::Args>::augment_args(cmd);
+        }
+        if groups.ownership {
+            cmd = <OwnershipArgs as clap::Args>::augment_args(cmd);
+        }
+        if groups.bare_metal {
+            cmd = <BareMetalArgs as clap::Args>::augment_args(cmd);
+        }
+        // Each group's doc comment became the command's about; the program's own flags (last)
+        // may give theirs.
+        cmd = cmd
+            .about(DEFAULT_ABOUT)
+            .long_about(None)
+            .next_help_heading("Program options");
+        X::augment_args(cmd)
+    }
+
+    /// Reads the flags out of matches of [`Args::command`] built with the same `groups`.
+    pub fn from_matches(matches: &ArgMatches, groups: FlagGroups) -> Result<Self, clap::Error> {
+        Ok(Self {
+            common: CommonArgs::from_arg_matches(matches)?,
+            cluster: if groups.cluster {
+                ClusterArgs::from_arg_matches(matches)?
+            } else {
+                ClusterArgs::default()
+            },
+            ownership: if groups.ownership {
+                OwnershipArgs::from_arg_matches(matches)?
+            } else {
+                OwnershipArgs::default()
+            },
+            bare_metal: if groups.bare_metal {
+                BareMetalArgs::from_arg_matches(matches)?
+            } else {
+                BareMetalArgs::default()
+            },
+        })
+    }
+
     pub(crate) fn log_level(&self) -> log::LevelFilter {
-        match (self.quiet, self.verbose) {
+        match (self.common.quiet, self.common.verbose) {
             (q, _) if q > 0 => log::LevelFilter::Error,
             (_, 0) => log::LevelFilter::Warn,
             (_, 1) => log::LevelFilter::Info,

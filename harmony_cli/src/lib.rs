@@ -14,18 +14,33 @@
 //! }
 //! ```
 //!
+//! The flags a program offers follow its topology ([`TopologyFlags`]): Kubernetes programs
+//! get `--kubeconfig`/`--context`, bare-metal ones `--apply`/`--inventory`/...; a flag the
+//! topology would ignore exits 2 naming it. [`run_program`] adds the program's own flags.
+//!
 //! Exit codes: 0 all Scores succeeded, 1 a Score (or topology preparation) failed,
 //! 2 usage or validation error, including a confirmation that could not be asked.
 
 mod args;
 mod console;
+mod flags;
 mod operator;
+mod parse;
 mod progress;
 mod report;
 mod run;
 mod select;
 
-pub use args::{Args, OutputFormat};
+pub use args::{
+    Args, BareMetalArgs, ClusterArgs, CommonArgs, NoFlags, OutputFormat, OwnershipArgs,
+};
 pub use console::Console;
+pub use flags::{FlagGroups, TopologyFlags};
+pub use parse::parse_args;
 pub use report::REPORT_FORMAT_VERSION;
-pub use run::{run, run_with};
+pub use run::{run, run_args, run_program, run_program_with, run_with};
+
+/// Compiles the Rust snippets of the command-line guide (`docs/cli.md`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/cli.md")]
+pub struct CliGuide;

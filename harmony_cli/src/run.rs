@@ -1,4 +1,3 @@
-use clap::Parser;
 use std::ffi::OsString;
 use std::fmt::Display;
 use std::process::ExitCode;
@@ -6,9 +5,13 @@ use std::process::ExitCode;
 use harmony::domain::operator::OperatorHandle;
 use harmony::domain::{Inventory, Maestro, RunContext, RunOptions, Score, ScoreStatus, Topology};
 
-use crate::args::{Args, OutputFormat};
+use clap::FromArgMatches;
+
+use crate::args::{Args, NoFlags, OutputFormat};
 use crate::console::Console;
+use crate::flags::TopologyFlags;
 use crate::operator::CliOperator;
+use crate::parse::{EXIT_USAGE, parse_args};
 use crate::report::{Preparation, REPORT_FORMAT_VERSION, RunReport, Summary};
 use crate::{progress, select};
 
@@ -16,17 +19,16 @@ use crate::{progress, select};
 const EXIT_OK: u8 = 0;
 /// Exit status: a Score or the topology preparation failed.
 const EXIT_FAILED: u8 = 1;
-/// Exit status: usage or validation error; nothing was run.
-const EXIT_USAGE: u8 = 2;
 
 /// Parses the process arguments, builds the topology with `make_topology` and runs the Scores.
+/// The flags offered are the common ones and those `T` reads ([`TopologyFlags`]).
 pub async fn run<T, F, E>(
     inventory: Inventory,
     make_topology: F,
     scores: Vec<Box<dyn Score<T>>>,
 ) -> ExitCode
 where
-    T: Topology + 'static,
+    T: Topology + TopologyFlags + 'static,
     F: FnOnce(&RunContext) -> Result<T, E>,
     E: Display,
 {
@@ -50,25 +52,85 @@ pub async fn run_with<T, F, E, I, A>(
     scores: Vec<Box<dyn Score<T>>>,
 ) -> u8
 where
-    T: Topology + 'static,
+    T: Topology + TopologyFlags + 'static,
     F: FnOnce(&RunContext) -> Result<T, E>,
     E: Display,
     I: IntoIterator<Item = A>,
     A: Into<OsString> + Clone,
 {
-    let args = match Args::try_parse_from(argv) {
-        Ok(a) => a,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
-            let text = e.render().to_string();
-            if e.use_stderr() {
-                console.write_err(&text)
-            } else {
-                console.write_out(&text)
-            }
-            return code;
-        }
+    run_program_with::<NoFlags, T, _, _, _, _>(argv, console, inventory, |_, ctx| {
+        make_topology(ctx).map(|t| (t, scores))
+    })
+    .await
+}
+
+/// A program with flags of its own, `X` (a `clap::Args`, listed first in `--help`; give a flag
+/// `env = "VAR"` to fall back on an environment variable): `setup` gets them with the run
+/// context and returns the topology and the Scores. An error from `setup` exits 2 (name the
+/// flag in it).
+///
+/// ```no_run
+/// use harmony::domain::{Inventory, Score};
+/// use harmony::infra::render::RenderTopology;
+/// use std::process::ExitCode;
+///
+/// #[derive(clap::Args)]
+/// struct Flags {
+///     /// How many replicas to declare.
+///     #[arg(long, env = "SHOP_REPLICAS", default_value_t = 2)]
+///     replicas: u32,
+/// }
+///
+/// #[tokio::main]
+/// async fn main() -> ExitCode {
+///     harmony_cli::run_program(Inventory::empty(), |flags: Flags, ctx| {
+///         let scores: Vec<Box<dyn Score<RenderTopology>>> = Vec::new(); // built from flags.replicas
+///         Ok::<_, String>((RenderTopology::from_context(ctx), scores))
+///     })
+///     .await
+/// }
+/// ```
+pub async fn run_program<X, T, F, E>(inventory: Inventory, setup: F) -> ExitCode
+where
+    X: clap::Args + FromArgMatches,
+    T: Topology + TopologyFlags + 'static,
+    F: FnOnce(X, &RunContext) -> Result<(T, Vec<Box<dyn Score<T>>>), E>,
+    E: Display,
+{
+    let code = run_program_with(std::env::args_os(), Console::stdio(), inventory, setup).await;
+    ExitCode::from(code)
+}
+
+/// Like [`run_program`] with explicit arguments and console; returns the exit status.
+pub async fn run_program_with<X, T, F, E, I, A>(
+    argv: I,
+    console: Console,
+    inventory: Inventory,
+    setup: F,
+) -> u8
+where
+    X: clap::Args + FromArgMatches,
+    T: Topology + TopologyFlags + 'static,
+    F: FnOnce(X, &RunContext) -> Result<(T, Vec<Box<dyn Score<T>>>), E>,
+    E: Display,
+    I: IntoIterator<Item = A>,
+    A: Into<OsString> + Clone,
+{
+    let (args, flags) = match parse_args::<T, X, _, _>(argv, &console) {
+        Ok(parsed) => parsed,
+        Err(code) => return code,
     };
+    run_args(args, console, inventory, |ctx| setup(flags, ctx)).await
+}
+
+/// Runs with flags already parsed by [`parse_args`]: for a program that decides, after
+/// parsing, whether to run Scores at all.
+pub async fn run_args<T, F, E>(args: Args, console: Console, inventory: Inventory, setup: F) -> u8
+where
+    T: Topology + 'static,
+    F: FnOnce(&RunContext) -> Result<(T, Vec<Box<dyn Score<T>>>), E>,
+    E: Display,
+{
     let _ = env_logger::Builder::new()
         .filter_level(args.log_level())
         .try_init();
@@ -79,39 +141,46 @@ where
 
     let spinners = progress::Spinners::default();
     let ctx = RunContext {
-        plan: args.plan,
-        out_dir: args.out.clone(),
-        prune: args.prune,
-        force_conflicts: args.force_conflicts,
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-        apply: args.apply,
-        inventory: args.inventory.clone(),
-        roles: args.roles.clone(),
-        discovery_timeout: args.discovery_timeout.map(std::time::Duration::from_secs),
+        plan: args.common.plan,
+        out_dir: args.common.out.clone(),
+        prune: args.ownership.prune,
+        force_conflicts: args.ownership.force_conflicts,
+        kubeconfig: args.cluster.kubeconfig.clone(),
+        context: args.cluster.context.clone(),
+        apply: args.bare_metal.apply,
+        inventory: args.bare_metal.inventory.clone(),
+        roles: args.bare_metal.roles.clone(),
+        discovery_timeout: args
+            .bare_metal
+            .discovery_timeout
+            .map(std::time::Duration::from_secs),
         operator: OperatorHandle::new(CliOperator::new(
-            args.yes,
+            args.common.yes,
             console.interactive,
             spinners.clone(),
         )),
     };
-    let topology = match make_topology(&ctx) {
+    let (topology, scores) = match setup(&ctx) {
         Ok(t) => t,
-        Err(e) => return usage(format!("cannot set up the topology: {e}")),
+        Err(e) => return usage(e.to_string()),
     };
     let mut maestro = Maestro::new(inventory, topology);
     maestro.register(scores);
 
-    if args.list {
-        list(&console, &maestro, args.output);
+    if args.common.list {
+        list(&console, &maestro, args.common.output);
         return EXIT_OK;
     }
 
-    let mut selection = match select::filter(maestro.scores(), &args.filters) {
+    let mut selection = match select::filter(maestro.scores(), &args.common.filters) {
         Ok(s) => s,
         Err(msg) => return usage(msg),
     };
-    if args.filters.is_empty() && !args.yes && console.interactive && maestro.scores().len() > 1 {
+    if args.common.filters.is_empty()
+        && !args.common.yes
+        && console.interactive
+        && maestro.scores().len() > 1
+    {
         selection = match select::prompt(maestro.scores()) {
             Ok(Some(s)) if !s.is_empty() => s,
             Ok(_) => return usage("no Score selected; nothing to do".into()),
@@ -131,7 +200,7 @@ where
     }
 
     let topology = maestro.topology();
-    if topology.mode().changes_infrastructure() && !args.yes {
+    if topology.mode().changes_infrastructure() && !args.common.yes {
         let question = format!(
             "Apply {} Score(s) to topology {:?}? This changes live infrastructure.",
             selection.len(),
@@ -156,11 +225,11 @@ where
 
     maestro.subscribe(progress::subscriber(
         console.clone(),
-        args.quiet > 0,
+        args.common.quiet > 0,
         spinners,
     ));
     let options = RunOptions {
-        keep_going: args.keep_going,
+        keep_going: args.common.keep_going,
     };
     let (preparation, scores) = match maestro.run(&selection, options).await {
         Ok(reports) => {
@@ -190,7 +259,7 @@ where
         scores,
         exit_code: if failed { EXIT_FAILED } else { EXIT_OK },
     };
-    match args.output {
+    match args.common.output {
         OutputFormat::Text => console.write_out(&report.to_text()),
         OutputFormat::Json => console.write_out(&format!("{}\n", report.to_json())),
     }

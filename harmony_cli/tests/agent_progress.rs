@@ -16,6 +16,10 @@ use harmony_cli::{Console, run_with};
 
 struct Remote;
 
+impl harmony_cli::TopologyFlags for Remote {
+    const FLAGS: harmony_cli::FlagGroups = harmony_cli::FlagGroups::RENDER;
+}
+
 #[async_trait]
 impl Topology for Remote {
     fn name(&self) -> &str {

@@ -21,6 +21,10 @@ struct LiveTopology {
     executed: Arc<AtomicUsize>,
 }
 
+impl harmony_cli::TopologyFlags for LiveTopology {
+    const FLAGS: harmony_cli::FlagGroups = harmony_cli::FlagGroups::KUBERNETES;
+}
+
 #[async_trait]
 impl Topology for LiveTopology {
     fn name(&self) -> &str {

@@ -170,3 +170,21 @@ impl ControlPlaneHa {
         })
     }
 }
+
+/// The `example-control-plane-ha` program: renders the database and the replicas into
+/// `harmony-out/` or, with `--kubeconfig FILE` / `--context NAME`, applies them to that cluster.
+pub async fn cli_main() -> std::process::ExitCode {
+    let ha = match ControlPlaneHa::example() {
+        Ok(ha) => ha,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let topology = |ctx: &_| {
+        Ok::<_, std::convert::Infallible>(
+            harmony::infra::default_topology::DefaultTopology::from_context(ctx),
+        )
+    };
+    harmony_cli::run(harmony::domain::Inventory::empty(), topology, ha.scores()).await
+}

@@ -2,6 +2,11 @@
 //! 10Gi, 500m CPU / 1Gi memory, primary on `site-paris` (exposed through an OpenShift
 //! passthrough Route), replica on `site-newyork`.
 
+use std::process::ExitCode;
+
+use harmony::domain::{Inventory, RunContext, Score};
+use harmony::infra::default_topology::DefaultTopology;
+use harmony::infra::multi_site::MultiSiteTopology;
 use harmony_modules::postgresql::{MultisitePostgreSQLScore, PrimarySite, ResourceList};
 
 /// The sites of the example's topology.
@@ -33,35 +38,25 @@ pub fn finance_db(version: &str) -> MultisitePostgreSQLScore {
     score
 }
 
-/// Splits `--pg-version V` (or `--pg-version=V`) off the command line; the rest goes to the CLI.
-pub fn split_version_flag(args: Vec<String>) -> Result<(String, Vec<String>), String> {
-    let mut version = "17".to_string();
-    let mut rest = Vec::with_capacity(args.len());
-    let mut it = args.into_iter();
-    while let Some(arg) = it.next() {
-        if arg == "--pg-version" {
-            version = it.next().ok_or("--pg-version needs a value, such as 17")?;
-        } else if let Some(v) = arg.strip_prefix("--pg-version=") {
-            version = v.to_string();
-        } else {
-            rest.push(arg);
-        }
-    }
-    Ok((version, rest))
+/// The example's own flags.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    about = "Render PostgreSQL `finance-db` on site-paris (primary) and site-newyork (replica), or apply it with --kubeconfig FILE whose contexts are named after the sites"
+)]
+pub struct Flags {
+    /// The PostgreSQL major on both sites (a passthrough Route needs 17 or later).
+    #[arg(long, value_name = "MAJOR", default_value = "17")]
+    pub pg_version: String,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_version_flag_is_split_off() {
-        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let (v, rest) = split_version_flag(args(&["prog", "--pg-version", "15", "--yes"])).unwrap();
-        assert_eq!((v.as_str(), rest), ("15", args(&["prog", "--yes"])));
-        let (v, _) = split_version_flag(args(&["prog", "--pg-version=16"])).unwrap();
-        assert_eq!(v, "16");
-        assert_eq!(split_version_flag(args(&["prog"])).unwrap().0, "17");
-        assert!(split_version_flag(args(&["prog", "--pg-version"])).is_err());
-    }
+/// The `example-multisite-postgres` program: renders both sites, or applies them with
+/// `--kubeconfig FILE` (each site is the context named after it).
+pub async fn cli_main() -> ExitCode {
+    harmony_cli::run_program(Inventory::empty(), |flags: Flags, ctx: &RunContext| {
+        let topology = MultiSiteTopology::from_context("finance", &SITES, ctx)?;
+        let scores: Vec<Box<dyn Score<MultiSiteTopology<DefaultTopology>>>> =
+            vec![Box::new(finance_db(&flags.pg_version))];
+        Ok::<_, String>((topology, scores))
+    })
+    .await
 }

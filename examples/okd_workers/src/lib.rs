@@ -2,10 +2,15 @@
 //! and two workers whose machines (MACs) are declared in the program, so it renders the
 //! dnsmasq, haproxy and iPXE files on any machine without discovery.
 
+use std::path::PathBuf;
+use std::process::ExitCode;
+
 use harmony::domain::Inventory;
+use harmony::domain::RunContext;
 use harmony::domain::Score;
 use harmony::domain::capability::{ClusterLayout, LogicalHost};
 use harmony::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
+use harmony::infra::okd::{BareMetalServices, HAClusterTopology};
 use harmony_modules::okd::{
     OkdHostsScore, OkdInstallation, OkdInstallationReportScore, OkdPrepareScore,
     OkdSanityCheckScore, OkdTopology,
@@ -82,4 +87,63 @@ pub fn scores<T: OkdTopology>(install: &OkdInstallation) -> Vec<Box<dyn Score<T>
         Box::new(OkdSanityCheckScore),
         Box::new(OkdInstallationReportScore),
     ]
+}
+
+/// The example's own flags; each falls back on an environment variable.
+#[derive(Debug, Clone, clap::Args)]
+#[command(
+    about = "Render the OKD workers bring-up (dnsmasq, haproxy, iPXE) into harmony-out/okd/, or apply it to this machine's services with --apply --ignition-dir DIR"
+)]
+pub struct Flags {
+    /// The folder `openshift-install create ignition-configs --dir DIR` wrote the ignition files
+    /// into; required with --apply.
+    #[arg(long, value_name = "DIR", env = "HARMONY_OKD_IGNITION_DIR")]
+    pub ignition_dir: Option<PathBuf>,
+
+    /// The folder Harmony owns on this machine with --apply (dnsmasq/, haproxy/, http/ and the
+    /// inventory go under it).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "HARMONY_OKD_SERVICES_DIR",
+        default_value = "/var/lib/harmony/okd"
+    )]
+    pub services_dir: PathBuf,
+}
+
+/// The `example-okd-workers` program: renders the bring-up into `harmony-out/okd/`, or applies
+/// it to this machine's dnsmasq, haproxy and HTTP boot server with `--apply`.
+pub async fn cli_main() -> ExitCode {
+    let (layout, inventory) = match (layout(), inventory()) {
+        (Ok(l), Ok(i)) => (l, i),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    harmony_cli::run_program(inventory, move |mut flags: Flags, ctx: &RunContext| {
+        // An empty environment variable counts as unset.
+        flags.ignition_dir = flags.ignition_dir.filter(|d| !d.as_os_str().is_empty());
+        if flags.services_dir.as_os_str().is_empty() {
+            return Err("--services-dir: empty (HARMONY_OKD_SERVICES_DIR is set but empty); give the folder Harmony owns, or unset the variable for the default /var/lib/harmony/okd".to_string());
+        }
+        if ctx.apply && flags.ignition_dir.is_none() {
+            return Err(
+                "--ignition-dir: required with --apply, or installed hosts would have nothing to apply; run `openshift-install create ignition-configs --dir DIR` and pass --ignition-dir DIR (or set HARMONY_OKD_IGNITION_DIR)"
+                    .to_string(),
+            );
+        }
+        let install = OkdInstallation {
+            ignition_dir: flags.ignition_dir,
+            ..OkdInstallation::default()
+        };
+        let services = BareMetalServices {
+            dir: flags.services_dir,
+            ..BareMetalServices::default()
+        };
+        let topology =
+            HAClusterTopology::from_context(layout, services, ctx).map_err(|e| e.to_string())?;
+        Ok((topology, scores(&install)))
+    })
+    .await
 }

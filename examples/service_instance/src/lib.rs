@@ -2,6 +2,10 @@
 //! `ready` (or `failed`). The control plane places it on a region whose agent advertises the
 //! type; see docs/modules/service_providers.md.
 
+mod program;
+
+pub use program::cli_main;
+
 use harmony::infra::agent::{ControlPlaneClient, ControlPlaneError, NewService, ServiceInstance};
 use std::time::{Duration, Instant};
 

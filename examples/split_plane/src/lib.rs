@@ -107,3 +107,25 @@ fn widget_platform() -> K8sManifestsScore {
 pub fn scores<T: Topology + K8sClient + 'static>() -> Vec<Box<dyn Score<T>>> {
     vec![Box::new(widget_api()), Box::new(widget_platform())]
 }
+
+/// The split-plane example takes no flags of its own; this gives its `--help` first line.
+#[derive(Debug, Clone, Copy, clap::Args)]
+#[command(
+    about = "Render the widget platform into harmony-out/control-plane/ and harmony-out/data-plane/. The example renders only: applying to two live API servers needs two clusters, which one --kubeconfig cannot name; build SplitPlaneTopology::new with two K8sTopology values in your own program (docs/split-plane.md)."
+)]
+pub struct Flags {}
+
+/// The `example-split-plane` program: renders the platform into `harmony-out/control-plane/`
+/// and `harmony-out/data-plane/`. Render mode only (it offers no `--kubeconfig`).
+pub async fn cli_main() -> std::process::ExitCode {
+    use harmony::infra::split_plane::SplitPlaneTopology;
+    harmony_cli::run_program(
+        harmony::domain::Inventory::empty(),
+        |_: Flags, ctx: &harmony::domain::RunContext| {
+            let topology = SplitPlaneTopology::rendered("split-plane", ctx)
+                .with_data_plane_kubeconfig(NAMESPACE, KUBECONFIG_SECRET, EXAMPLE_KUBECONFIG);
+            Ok::<_, std::convert::Infallible>((topology, scores()))
+        },
+    )
+    .await
+}

@@ -183,6 +183,14 @@ fn plan_writes_nothing_and_naming_a_cluster_is_refused() {
     let live = run(dir.path(), &["--context", "prod", "--yes"]);
     assert_eq!(live.status.code(), Some(2));
     let err = text(&live.stderr);
-    assert!(err.contains("this example only renders"), "{err}");
-    assert!(err.contains("docs/split-plane.md"), "{err}");
+    assert!(
+        err.contains("--context does not apply to this program"),
+        "{err}"
+    );
+    let help = run(dir.path(), &["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    let help = text(&help.stdout);
+    assert!(help.contains("renders only"), "{help}");
+    assert!(help.contains("docs/split-plane.md"), "{help}");
+    assert!(!help.contains("--kubeconfig <FILE>"), "{help}");
 }

@@ -15,7 +15,7 @@
 mod flags;
 mod program;
 
-pub use flags::{ENV_ADMIN_TOKEN_FILE, ENV_CONTROL_PLANE, FlagError, Flags, split_flags};
+pub use flags::{ENV_ADMIN_TOKEN_FILE, ENV_CONTROL_PLANE, FlagError, Flags, Regions};
 pub use program::cli_main;
 
 use std::collections::BTreeMap;

@@ -7,14 +7,13 @@ use std::convert::Infallible;
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Parser;
 use harmony::domain::{ExecutionMode, Inventory, RunContext, Score};
 use harmony::infra::agent::{ControlPlaneClient, ControlPlaneError};
 use harmony::infra::tenant_admin::TenantAdminTopology;
 use harmony_agent_protocol::SecretString;
 use harmony_cli::{Args, Console, OutputFormat};
 
-use crate::flags::{ENV_ADMIN_TOKEN_FILE, ENV_CONTROL_PLANE, HELP, split_flags};
+use crate::flags::{ENV_ADMIN_TOKEN_FILE, ENV_CONTROL_PLANE};
 use crate::{FlagError, Flags, TENANT, acme, resource, score};
 
 /// Exit status for bad flags: nothing was sent.
@@ -22,7 +21,7 @@ const EXIT_USAGE: u8 = 2;
 
 /// The `example-tenants` program (its `main`), reading the process's arguments and environment.
 pub async fn cli_main() -> ExitCode {
-    ExitCode::from(run(std::env::args().collect(), |name| std::env::var(name).ok()).await)
+    ExitCode::from(run(std::env::args_os().collect()).await)
 }
 
 fn usage(e: impl std::fmt::Display) -> u8 {
@@ -30,31 +29,18 @@ fn usage(e: impl std::fmt::Display) -> u8 {
     EXIT_USAGE
 }
 
-async fn run(argv: Vec<String>, env: impl Fn(&str) -> Option<String>) -> u8 {
-    let (flags, rest) = match split_flags(argv, env) {
-        Ok(split) => split,
-        Err(e) => return usage(e),
-    };
-    // The harmony_cli flags are checked here too, so the no-control-plane path honours them.
-    let args = match Args::try_parse_from(&rest) {
-        Ok(a) => a,
-        Err(e) if !e.use_stderr() => {
-            if flags.help {
-                print!("{HELP}");
-            }
-            print!("{}", e.render());
-            return 0;
-        }
-        Err(e) => {
-            eprint!("{}", e.render());
-            return EXIT_USAGE;
-        }
-    };
-    if let Some(flag) = not_for_this_example(&args) {
-        return usage(format!(
-            "{flag} does not apply to this example: it talks to the control plane only (no cluster, no bare metal); drop {flag}"
-        ));
-    }
+async fn run(argv: Vec<std::ffi::OsString>) -> u8 {
+    let console = Console::stdio();
+    // TenantAdminTopology reads no cluster or bare-metal flags, so harmony_cli refuses those.
+    let (args, flags) =
+        match harmony_cli::parse_args::<TenantAdminTopology, Flags, _, _>(argv, &console) {
+            Ok(parsed) => parsed,
+            Err(code) => return code,
+        };
+    // An empty environment variable counts as unset.
+    let mut flags = flags;
+    flags.control_plane = flags.control_plane.filter(|v| !v.is_empty());
+    flags.admin_token_file = flags.admin_token_file.filter(|v| !v.as_os_str().is_empty());
     match flags.control_plane.clone() {
         None => print_declaration(&flags, &args),
         Some(url) => {
@@ -62,47 +48,29 @@ async fn run(argv: Vec<String>, env: impl Fn(&str) -> Option<String>) -> u8 {
                 Ok(c) => c,
                 Err(e) => return usage(e),
             };
-            let mode = |ctx: &RunContext| {
-                if ctx.plan {
-                    ExecutionMode::Plan
-                } else {
-                    ExecutionMode::Apply
-                }
+            let mode = if args.common.plan {
+                ExecutionMode::Plan
+            } else {
+                ExecutionMode::Apply
             };
-            let topology = move |ctx: &RunContext| {
-                Ok::<_, Infallible>(TenantAdminTopology::new(client).with_mode(mode(ctx)))
-            };
-            let scores: Vec<Box<dyn Score<TenantAdminTopology>>> =
-                vec![Box::new(score(acme(&flags.regions)))];
-            harmony_cli::run_with(rest, Console::stdio(), Inventory::empty(), topology, scores)
-                .await
+            let regions = flags.regions.0.clone();
+            harmony_cli::run_args(args, console, Inventory::empty(), move |_: &RunContext| {
+                let scores: Vec<Box<dyn Score<TenantAdminTopology>>> =
+                    vec![Box::new(score(acme(&regions)))];
+                Ok::<_, Infallible>((TenantAdminTopology::new(client).with_mode(mode), scores))
+            })
+            .await
         }
     }
-}
-
-/// The first `harmony_cli` flag given that means nothing for a control plane.
-fn not_for_this_example(args: &Args) -> Option<&'static str> {
-    [
-        (args.kubeconfig.is_some(), "--kubeconfig"),
-        (args.context.is_some(), "--context"),
-        (args.apply, "--apply"),
-        (args.inventory.is_some(), "--inventory"),
-        (args.roles.is_some(), "--roles"),
-        (args.discovery_timeout.is_some(), "--discovery-timeout"),
-        (args.prune, "--prune"),
-        (args.force_conflicts, "--force-conflicts"),
-    ]
-    .into_iter()
-    .find_map(|(given, flag)| given.then_some(flag))
 }
 
 /// No control plane: print the declaration, send nothing, and say so. `--plan` and `--yes`
 /// need the control plane, so they are refused rather than pretended.
 fn print_declaration(flags: &Flags, args: &Args) -> u8 {
     let no_cp = format!("no control plane given (--control-plane URL or {ENV_CONTROL_PLANE})");
-    if args.plan || args.yes {
-        let flag = if args.plan { "--plan" } else { "--yes" };
-        let what = if args.plan {
+    if args.common.plan || args.common.yes {
+        let flag = if args.common.plan { "--plan" } else { "--yes" };
+        let what = if args.common.plan {
             "compares the declaration with what the control plane holds"
         } else {
             "applies the declaration to the control plane"
@@ -111,12 +79,12 @@ fn print_declaration(flags: &Flags, args: &Args) -> u8 {
             "{flag} {what}, but {no_cp}: nothing was sent; add --control-plane https://HOST:PORT --admin-token-file FILE (and --ca-file FILE for a private CA)"
         ));
     }
-    if args.list {
+    if args.common.list {
         println!("Tenant {TENANT}");
         return 0;
     }
-    let tenant = resource(acme(&flags.regions));
-    let text = match args.output {
+    let tenant = resource(acme(&flags.regions.0));
+    let text = match args.common.output {
         OutputFormat::Json => serde_json::to_string_pretty(&tenant)
             .map(|s| s + "\n")
             .map_err(|e| e.to_string()),

@@ -141,7 +141,7 @@ fn bad_flag_values_exit_2_naming_the_flag() {
         (
             &["--kubeconfig", "kc"],
             "--kubeconfig",
-            "control plane only",
+            "does not apply to this program",
         ),
         (&["--no-such-flag"], "--no-such-flag", "unexpected argument"),
     ];

@@ -148,3 +148,21 @@ impl WebShop {
 fn labels() -> BTreeMap<String, String> {
     BTreeMap::from([("app.kubernetes.io/name".to_string(), "webshop".to_string())])
 }
+
+/// The `example-webapp` program: renders the shop into `harmony-out/` or, with `--kubeconfig
+/// FILE` / `--context NAME`, applies it to that cluster.
+pub async fn cli_main() -> std::process::ExitCode {
+    let shop = match WebShop::example() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let topology = |ctx: &_| {
+        Ok::<_, std::convert::Infallible>(
+            harmony::infra::default_topology::DefaultTopology::from_context(ctx),
+        )
+    };
+    harmony_cli::run(harmony::domain::Inventory::empty(), topology, shop.scores()).await
+}

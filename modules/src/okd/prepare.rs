@@ -191,7 +191,7 @@ impl<T: OkdTopology> Score<T> for OkdPrepareScore {
             return Err(ValidationError::new(
                 "ignition_dir",
                 "no ignition files are declared, so installed hosts would have nothing to apply",
-                "run `openshift-install create ignition-configs --dir DIR` and set ignition_dir to DIR",
+                "run `openshift-install create ignition-configs --dir DIR` and set `OkdInstallation::ignition_dir` to DIR",
             ));
         }
         Ok(())
