@@ -1,3 +1,5 @@
+//! Outcome: how an Interpret ended and what it changed, object by object and field by field.
+
 use serde::Serialize;
 use std::fmt;
 

@@ -1,3 +1,5 @@
+//! Score: the intent, and the validation error a wrong parameter gives.
+
 use std::fmt::Debug;
 
 use super::interpret::Interpret;
