@@ -354,26 +354,18 @@ impl Res {
 }
 
 /// A machine-readable code and a message for people (never secret values).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, derive_new::new)]
 pub struct ErrorBody {
     /// One of [`code`].
+    #[new(into)]
     pub code: String,
     /// What went wrong and what to do.
+    #[new(into)]
     pub message: String,
-    /// Changes made before the failure (apply ops).
+    /// Changes made before the failure (apply ops); none for an error built with `new`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[new(default)]
     pub applied: Vec<WireChange>,
-}
-
-impl ErrorBody {
-    /// An error with no partial changes.
-    pub fn new(code: &str, message: impl Into<String>) -> Self {
-        Self {
-            code: code.into(),
-            message: message.into(),
-            applied: Vec::new(),
-        }
-    }
 }
 
 /// `progress`: advisory progress of a request.

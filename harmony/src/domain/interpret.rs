@@ -1,3 +1,5 @@
+//! Interpret: the code that reaches a Score's intent on a topology.
+
 use async_trait::async_trait;
 use std::fmt::{self, Debug};
 

@@ -1,3 +1,5 @@
+//! Execution modes (render, plan, apply) and the run context handed to topology constructors.
+
 use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;

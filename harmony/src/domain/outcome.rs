@@ -1,3 +1,5 @@
+//! Outcome: how an Interpret ended and what it changed, object by object and field by field.
+
 use serde::Serialize;
 use std::fmt;
 
@@ -17,19 +19,24 @@ pub enum OutcomeStatus {
 }
 
 /// The result of one Interpret: status, a one-line message, details and per-object changes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, derive_new::new)]
+#[new(visibility = "")]
 pub struct Outcome {
     /// Overall status.
     pub status: OutcomeStatus,
     /// One line for humans.
+    #[new(into)]
     pub message: String,
     /// Extra lines for humans (never secret values).
+    #[new(default)]
     pub details: Vec<String>,
     /// Objects created, updated, deleted or found unchanged.
+    #[new(default)]
     pub changes: Vec<ObjectChange>,
     /// Figures specific to the Score for machines (e.g. replication lag per site); the JSON
     /// report carries them as `data`. Never secret values.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[new(default)]
     pub data: Option<serde_json::Value>,
 }
 
@@ -53,16 +60,6 @@ impl Outcome {
     /// A failed outcome.
     pub fn failed(message: impl Into<String>) -> Self {
         Self::new(OutcomeStatus::Failed, message)
-    }
-
-    fn new(status: OutcomeStatus, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-            details: Vec::new(),
-            changes: Vec::new(),
-            data: None,
-        }
     }
 
     /// Success if any change is not `Unchanged`, otherwise Noop; the message counts each action.

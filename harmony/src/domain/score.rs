@@ -1,3 +1,5 @@
+//! Score: the intent, and the validation error a wrong parameter gives.
+
 use std::fmt::Debug;
 
 use super::interpret::Interpret;
@@ -32,28 +34,16 @@ pub trait Score<T: Topology>: Debug + Send + Sync {
 }
 
 /// A parameter is wrong: which field, what is wrong with it, and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, derive_new::new)]
 #[error("invalid {field}: {problem}; fix: {fix}")]
 pub struct ValidationError {
     /// The offending field as the user wrote it (`resources[1].metadata.name`).
+    #[new(into)]
     pub field: String,
     /// What is wrong.
+    #[new(into)]
     pub problem: String,
     /// What to do instead.
+    #[new(into)]
     pub fix: String,
-}
-
-impl ValidationError {
-    /// Builds a validation error.
-    pub fn new(
-        field: impl Into<String>,
-        problem: impl Into<String>,
-        fix: impl Into<String>,
-    ) -> Self {
-        Self {
-            field: field.into(),
-            problem: problem.into(),
-            fix: fix.into(),
-        }
-    }
 }

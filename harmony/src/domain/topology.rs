@@ -1,3 +1,5 @@
+//! Topology: where Scores run, and how preparing it ended.
+
 use async_trait::async_trait;
 
 use super::mode::ExecutionMode;

@@ -26,9 +26,13 @@ pub enum Begun {
 }
 
 /// The records of one agent, in `namespace` of its cluster.
+#[derive(derive_new::new)]
 pub struct RecordStore {
+    /// The agent's cluster.
     cluster: Arc<Cluster>,
+    /// Where the records are kept.
     namespace: String,
+    /// How long a record is kept after its request finishes.
     ttl: Duration,
 }
 
@@ -38,15 +42,6 @@ const PAGE: u32 = 500;
 const FINISH_ATTEMPTS: u32 = 3;
 
 impl RecordStore {
-    /// Records kept in `namespace` for `ttl` after they finish.
-    pub fn new(cluster: Arc<Cluster>, namespace: String, ttl: Duration) -> Self {
-        Self {
-            cluster,
-            namespace,
-            ttl,
-        }
-    }
-
     /// The namespace of the records.
     pub fn namespace(&self) -> &str {
         &self.namespace

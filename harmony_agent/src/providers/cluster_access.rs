@@ -21,17 +21,15 @@ pub fn object_ref(api_version: &str, kind: &str, namespace: &str, name: &str) ->
 }
 
 /// A built-in provider's handle on the agent's cluster.
+#[derive(derive_new::new)]
 pub struct ClusterAccess {
+    /// The agent's cluster.
     cluster: Arc<Cluster>,
+    /// The built-in provider's name, which its errors carry.
     provider: &'static str,
 }
 
 impl ClusterAccess {
-    /// Access for the built-in provider named `provider`.
-    pub fn new(cluster: Arc<Cluster>, provider: &'static str) -> Self {
-        Self { cluster, provider }
-    }
-
     /// Attributes a cluster error to this provider.
     pub fn err(&self, error: CapabilityError) -> ProviderError {
         ProviderError::Cluster {

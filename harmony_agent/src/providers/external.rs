@@ -118,17 +118,15 @@ struct Answer {
 }
 
 /// A registered external provider.
+#[derive(derive_new::new)]
 pub struct ExternalProvider {
+    /// Its registration, already validated.
     registration: Registration,
+    /// The client every call to the provider goes through.
     http: HttpClient,
 }
 
 impl ExternalProvider {
-    /// The provider of a validated `registration`, calling through `http`.
-    pub fn new(registration: Registration, http: HttpClient) -> Self {
-        Self { registration, http }
-    }
-
     /// Its registration.
     pub fn registration(&self) -> &Registration {
         &self.registration

@@ -44,7 +44,7 @@ fn unexpected(what: &str) -> Frame {
 
 impl Connection {
     /// Handles one text frame; returns the frames to answer with.
-    pub async fn handle_text(&mut self, text: &str) -> Vec<Frame> {
+    pub(super) async fn handle_text(&mut self, text: &str) -> Vec<Frame> {
         let region = self.region.clone();
         let frame = match decode_with_limit(text, self.cp.settings.max_frame_bytes) {
             Ok(f) => f,

@@ -16,7 +16,7 @@ pub(crate) struct IdentityFacts {
 }
 
 impl IdentityFacts {
-    pub fn decide(self, now: i64) -> Result<Credential, Refusal> {
+    pub(crate) fn decide(self, now: i64) -> Result<Credential, Refusal> {
         if self.revoked {
             return Err(Refusal::Revoked);
         }
@@ -51,7 +51,7 @@ pub(crate) struct BootstrapFacts {
 }
 
 impl BootstrapFacts {
-    pub fn decide(self, now: i64) -> Result<Credential, Refusal> {
+    pub(crate) fn decide(self, now: i64) -> Result<Credential, Refusal> {
         if self.decommissioned {
             return Err(Refusal::Revoked);
         }

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use harmony::domain::capability::{CapabilityError, K8sClient, K8sObject};
 use harmony::domain::interpret::{Interpret, InterpretName};
@@ -15,7 +16,8 @@ use super::apply::apply_objects;
 #[derive(Debug, Clone)]
 pub struct K8sManifestsScore {
     name: String,
-    manifests: Vec<Value>,
+    /// Shared, so `create_interpret` (a clone) copies a pointer, not the manifests.
+    manifests: Arc<[Value]>,
 }
 
 impl K8sManifestsScore {
@@ -23,7 +25,7 @@ impl K8sManifestsScore {
     pub fn new(name: impl Into<String>, manifests: Vec<Value>) -> Self {
         Self {
             name: name.into(),
-            manifests,
+            manifests: manifests.into(),
         }
     }
 
@@ -129,5 +131,15 @@ mod tests {
                 .to_string()
                 .contains("hunter2")
         );
+    }
+
+    #[test]
+    fn a_clone_for_the_interpret_shares_the_manifests() {
+        let score = K8sManifestsScore::new(
+            "x",
+            vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ok"}})],
+        );
+        let interpret_copy = score.clone();
+        assert!(Arc::ptr_eq(&score.manifests, &interpret_copy.manifests));
     }
 }

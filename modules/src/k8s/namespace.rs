@@ -11,21 +11,16 @@ use harmony_types::{Dns1123Label, Version};
 use super::apply::apply_objects;
 
 /// A namespace, with optional labels (e.g. Pod Security admission levels).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, derive_new::new)]
 pub struct NamespaceScore {
+    /// The namespace's name, already validated by its type.
     name: Dns1123Label,
+    /// Labels, none until [`NamespaceScore::with_label`] adds them.
+    #[new(default)]
     labels: BTreeMap<String, String>,
 }
 
 impl NamespaceScore {
-    /// A namespace named `name` (already validated by its type).
-    pub fn new(name: Dns1123Label) -> Self {
-        Self {
-            name,
-            labels: BTreeMap::new(),
-        }
-    }
-
     /// Adds a label.
     pub fn with_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.labels.insert(key.into(), value.into());

@@ -3,6 +3,7 @@ use k8s_openapi::{NamespaceResourceScope, Resource};
 use serde::Serialize;
 use std::any::TypeId;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use harmony::domain::capability::{CapabilityError, K8sClient, K8sObject};
 use harmony::domain::interpret::{Interpret, InterpretName};
@@ -22,7 +23,8 @@ const DEFAULT_NAMESPACE: &str = "default";
 pub struct K8sResourceScore<K> {
     name: String,
     namespace: Option<String>,
-    resources: Vec<K>,
+    /// Shared, so `create_interpret` (a clone) copies a pointer, not the objects.
+    resources: Arc<[K]>,
 }
 
 impl<K> K8sResourceScore<K>
@@ -39,7 +41,7 @@ where
         Self {
             name,
             namespace: None,
-            resources: vec![resource],
+            resources: Arc::new([resource]),
         }
     }
 
@@ -48,7 +50,7 @@ where
         Self {
             name: name.into(),
             namespace: None,
-            resources,
+            resources: resources.into(),
         }
     }
 

@@ -21,18 +21,15 @@ use super::{
 const POLL: Duration = Duration::from_secs(2);
 
 /// Brings up the hosts of one role (bootstrap, control plane or workers).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, derive_new::new)]
 pub struct OkdHostsScore {
+    /// The role whose hosts this phase brings up.
     role: HostRole,
+    /// The installation the hosts boot.
     install: OkdInstallation,
 }
 
 impl OkdHostsScore {
-    /// The phase of `role`.
-    pub fn new(role: HostRole, install: OkdInstallation) -> Self {
-        Self { role, install }
-    }
-
     fn title(&self) -> &'static str {
         match self.role {
             HostRole::Bootstrap => "OKD bootstrap host",

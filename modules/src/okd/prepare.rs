@@ -19,16 +19,10 @@ use super::{OkdInstallation, OkdTopology, boot_script, capability_error, ignitio
 /// Sets up everything shared by all hosts: `api`, `api-int`, `*.apps` and host records; the
 /// 6443/22623/80/443 load-balancer services; PXE options; the iPXE binaries over TFTP; the
 /// iPXE boot script and the ignition files over HTTP.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, derive_new::new)]
 pub struct OkdPrepareScore {
+    /// The installation whose shared services are prepared.
     install: OkdInstallation,
-}
-
-impl OkdPrepareScore {
-    /// The prepare phase for `install`.
-    pub fn new(install: OkdInstallation) -> Self {
-        Self { install }
-    }
 }
 
 fn name(s: &str) -> Result<HostName, CapabilityError> {

@@ -1,5 +1,6 @@
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harmony::domain::capability::{
@@ -37,6 +38,14 @@ const POLL: Duration = Duration::from_millis(500);
 /// may have expired). A decommissioned region or zone is refused, not re-created.
 #[derive(Debug, Clone)]
 pub struct RegionAgentRolloutScore {
+    /// Shared, so `create_interpret` (a clone) copies a pointer, not the CA bundle and the RBAC
+    /// rules; the builders copy it only if a clone already shares it.
+    input: Arc<RolloutInput>,
+}
+
+/// What [`RegionAgentRolloutScore`] declares.
+#[derive(Debug, Clone)]
+struct RolloutInput {
     region: RegionId,
     zone: ZoneId,
     /// The URL agents dial; the control plane's own URL (from the topology) when `None`.
@@ -54,7 +63,7 @@ impl RegionAgentRolloutScore {
     /// topology it runs on (its [`RegionAdmin`]). Agents dial that control plane's URL unless
     /// [`Self::with_agent_url`].
     pub fn new(region: RegionId, zone: ZoneId, image: impl Into<String>) -> Self {
-        Self {
+        let input = RolloutInput {
             region,
             zone,
             agent_url: None,
@@ -64,31 +73,34 @@ impl RegionAgentRolloutScore {
             rules: default_rules(),
             cluster_rules: Vec::new(),
             wait: DEFAULT_WAIT,
+        };
+        Self {
+            input: Arc::new(input),
         }
     }
 
     /// The URL agents dial (e.g. the public name on 443), when it differs from the admin URL.
     pub fn with_agent_url(mut self, url: impl Into<String>) -> Self {
-        self.agent_url = Some(url.into());
+        Arc::make_mut(&mut self.input).agent_url = Some(url.into());
         self
     }
 
     /// The PEM CA bundle agents trust for the control plane (system roots otherwise).
     pub fn with_ca_pem(mut self, pem: impl Into<String>) -> Self {
-        self.ca_pem = Some(pem.into());
+        Arc::make_mut(&mut self.input).ca_pem = Some(pem.into());
         self
     }
 
     /// The namespace the agent runs in (default `harmony-agent`).
     pub fn in_namespace(mut self, namespace: Dns1123Label) -> Self {
-        self.namespace = namespace.to_string();
+        Arc::make_mut(&mut self.input).namespace = namespace.to_string();
         self
     }
 
     /// The agent's rights inside the namespaces it manages: the rules of ClusterRole
     /// `harmony-agent-managed` (default [`default_rules`]; see `region::rbac` for all it gets).
     pub fn with_rules(mut self, rules: Vec<Value>) -> Self {
-        self.rules = rules;
+        Arc::make_mut(&mut self.input).rules = rules;
         self
     }
 
@@ -96,33 +108,34 @@ impl RegionAgentRolloutScore {
     /// ClusterRoleBinding: name here the cluster-scoped kinds your Scores apply through the
     /// agent (e.g. CRDs), or namespaced rights it needs outside managed namespaces.
     pub fn with_cluster_rules(mut self, rules: Vec<Value>) -> Self {
-        self.cluster_rules = rules;
+        Arc::make_mut(&mut self.input).cluster_rules = rules;
         self
     }
 
     /// How long to wait for the zone to report healthy to the control plane (default 5 minutes).
     pub fn with_wait(mut self, wait: Duration) -> Self {
-        self.wait = wait;
+        Arc::make_mut(&mut self.input).wait = wait;
         self
     }
 
     /// The URL agents dial: the one given, or the control plane's.
     fn agent_url<'a>(&'a self, admin: &'a impl RegionAdmin) -> &'a str {
-        self.agent_url
+        self.input
+            .agent_url
             .as_deref()
             .unwrap_or_else(|| admin.control_plane_url())
     }
 
     fn spec<'a>(&'a self, agent_url: &'a str, token: Option<&'a str>) -> AgentSpec<'a> {
         AgentSpec {
-            namespace: &self.namespace,
-            region: self.region.as_str(),
-            zone: self.zone.as_str(),
+            namespace: &self.input.namespace,
+            region: self.input.region.as_str(),
+            zone: self.input.zone.as_str(),
             control_plane_url: agent_url,
-            ca_pem: self.ca_pem.as_deref(),
-            image: &self.image,
-            rules: &self.rules,
-            cluster_rules: &self.cluster_rules,
+            ca_pem: self.input.ca_pem.as_deref(),
+            image: &self.input.image,
+            rules: &self.input.rules,
+            cluster_rules: &self.input.cluster_rules,
             bootstrap_token: token,
         }
     }
@@ -134,7 +147,10 @@ impl RegionAgentRolloutScore {
         source: CapabilityError,
     ) -> InterpretError {
         InterpretError::Capability {
-            action: format!("{action} for region {} zone {}", self.region, self.zone),
+            action: format!(
+                "{action} for region {} zone {}",
+                self.input.region, self.input.zone
+            ),
             applied,
             source,
         }
@@ -147,7 +163,8 @@ impl RegionAgentRolloutScore {
         step: ZoneStep,
         status: Option<&RegionState>,
     ) -> Option<ObjectChange> {
-        let (object, action) = step.change(self.region.as_str(), self.zone.as_str(), status)?;
+        let (object, action) =
+            step.change(self.input.region.as_str(), self.input.zone.as_str(), status)?;
         Some(ObjectChange {
             object,
             action,
@@ -160,15 +177,15 @@ impl RegionAgentRolloutScore {
     fn decommissioned(&self, admin: &impl RegionAdmin, step: ZoneStep) -> InterpretError {
         let (object, message) = if step == ZoneStep::RegionDecommissioned {
             (
-                format!("region {}", self.region),
+                format!("region {}", self.input.region),
                 "the region was decommissioned (its identity revoked); re-create it on purpose with POST /v1/admin/regions, or drop it from the run".to_string(),
             )
         } else {
             (
-                format!("zone {} of region {}", self.zone, self.region),
+                format!("zone {} of region {}", self.input.zone, self.input.region),
                 format!(
                     "the zone was decommissioned (its identity revoked); add it again on purpose with POST /v1/admin/regions/{}/zones {{\"zone\": \"{}\"}}, or drop it from the run",
-                    self.region, self.zone
+                    self.input.region, self.input.zone
                 ),
             )
         };
@@ -206,8 +223,8 @@ impl RegionAgentRolloutScore {
         mode: ExecutionMode,
         changes: &mut Vec<ObjectChange>,
     ) -> Result<Option<SecretString>, InterpretError> {
-        let step = ZoneStep::decide(status, self.zone.as_str());
-        let (region, zone) = (&self.region, &self.zone);
+        let step = ZoneStep::decide(status, self.input.zone.as_str());
+        let (region, zone) = (&self.input.region, &self.input.zone);
         let grant = match step {
             ZoneStep::RegionDecommissioned | ZoneStep::ZoneDecommissioned => {
                 return Err(self.decommissioned(admin, step));
@@ -264,28 +281,28 @@ impl RegionAgentRolloutScore {
     ) -> Result<ZoneState, InterpretError> {
         let started = Instant::now();
         loop {
-            let last_seen = match admin.region_state(&self.region).await {
-                Ok(Some(r)) => match r.zone(self.zone.as_str()) {
+            let last_seen = match admin.region_state(&self.input.region).await {
+                Ok(Some(r)) => match r.zone(self.input.zone.as_str()) {
                     Some(z) if z.is_healthy() => return Ok(z.clone()),
                     Some(z) => format!("{}: {}", z.health, z.health_reason),
-                    None => format!("the region has no zone {}", self.zone),
+                    None => format!("the region has no zone {}", self.input.zone),
                 },
                 Ok(None) => "the region does not exist".to_string(),
                 Err(e) => e.to_string(),
             };
-            if started.elapsed() >= self.wait {
+            if started.elapsed() >= self.input.wait {
                 return Err(self.capability(
                     "waiting for the agent",
                     applied.to_vec(),
                     CapabilityError::Timeout {
                         waited_for: format!(
                             "region {} to report healthy in zone {} to the control plane at {} (agent Deployment {}/{AGENT_NAME})",
-                            self.region,
-                            self.zone,
+                            self.input.region,
+                            self.input.zone,
                             admin.control_plane_url(),
-                            self.namespace
+                            self.input.namespace
                         ),
-                        after: self.wait,
+                        after: self.input.wait,
                         last_seen,
                     },
                 ));
@@ -311,7 +328,7 @@ impl<T: Topology + K8sClient + RegionAdmin> Score<T> for RegionAgentRolloutScore
     /// Also the owner of the objects it applies: the same for every zone of the region (each
     /// zone is its own cluster), so a one-zone region's objects keep their owner.
     fn name(&self) -> String {
-        format!("Region agent {}", self.region)
+        format!("Region agent {}", self.input.region)
     }
 
     fn create_interpret(&self) -> Box<dyn Interpret<T>> {
@@ -320,22 +337,22 @@ impl<T: Topology + K8sClient + RegionAdmin> Score<T> for RegionAgentRolloutScore
 
     fn parameters(&self) -> Value {
         json!({
-            "region": self.region, "zone": self.zone,
-            "agent_url": self.agent_url.as_deref().unwrap_or("the control plane's URL"),
-            "image": self.image, "namespace": self.namespace,
-            "ca_bundle": self.ca_pem.is_some(), "wait_s": self.wait.as_secs(),
+            "region": self.input.region, "zone": self.input.zone,
+            "agent_url": self.input.agent_url.as_deref().unwrap_or("the control plane's URL"),
+            "image": self.input.image, "namespace": self.input.namespace,
+            "ca_bundle": self.input.ca_pem.is_some(), "wait_s": self.input.wait.as_secs(),
         })
     }
 
     fn validate(&self) -> Result<(), ValidationError> {
-        if self.image.trim().is_empty() {
+        if self.input.image.trim().is_empty() {
             return Err(ValidationError::new(
                 "image",
                 "is empty",
                 "give the agent image, e.g. registry.example.com/harmony-agent:0.1.0",
             ));
         }
-        match &self.agent_url {
+        match &self.input.agent_url {
             Some(url) => check_agent_url(url),
             None => Ok(()),
         }
@@ -366,7 +383,7 @@ impl<T: Topology + K8sClient + RegionAdmin> Interpret<T> for RegionAgentRolloutS
             None
         } else {
             topology
-                .region_state(&self.region)
+                .region_state(&self.input.region)
                 .await
                 .map_err(|e| self.capability("reading the region", Vec::new(), e))?
         };
@@ -398,26 +415,26 @@ impl<T: Topology + K8sClient + RegionAdmin> Interpret<T> for RegionAgentRolloutS
             if token.is_some() {
                 outcome = outcome.with_detail(format!(
                     "a bootstrap token would be minted for region {} zone {} and stored in Secret {}/{BOOTSTRAP_SECRET}",
-                    self.region, self.zone, self.namespace
+                    self.input.region, self.input.zone, self.input.namespace
                 ));
             }
             return Ok(outcome);
         }
         report_progress(format!(
             "waiting for zone {} of region {} to report healthy",
-            self.zone, self.region
+            self.input.zone, self.input.region
         ));
         let status = self.wait_healthy(topology, &changes).await?;
         let mut outcome = Outcome::from_changes(changes).with_detail(format!(
             "region {} zone {} healthy through the control plane (agent {})",
-            self.region,
-            self.zone,
+            self.input.region,
+            self.input.zone,
             status.agent_version.as_deref().unwrap_or("unknown")
         ));
         if token.is_some() {
             outcome = outcome.with_detail(format!(
                 "bootstrap token for zone {} delivered in Secret {}/{BOOTSTRAP_SECRET} (single use)",
-                self.zone, self.namespace
+                self.input.zone, self.input.namespace
             ));
         }
         Ok(outcome)

@@ -57,7 +57,7 @@ pub struct TenantProjectSpec {
 
 /// The schema of a [`ProjectQuota`] (the control plane's type, shared with the agent).
 #[derive(JsonSchema)]
-#[allow(dead_code)]
+#[allow(dead_code, reason = "only its JSON schema is used, never a value")]
 struct QuotaSchema {
     /// Total CPU requests (a Kubernetes quantity: `"4"`, `"500m"`); unlimited when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

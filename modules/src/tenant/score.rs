@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use harmony::domain::capability::{CapabilityError, TenantAdmin};
 use harmony::domain::interpret::{Interpret, InterpretName};
@@ -31,7 +32,9 @@ use super::validate::{Declared, Fields, check};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantScore {
     tenant: String,
-    spec: TenantSpec,
+    /// Shared, so `create_interpret` (a clone) copies a pointer, not the projects; the builders
+    /// copy it only if a clone already shares it.
+    spec: Arc<TenantSpec>,
     fields: Fields,
 }
 
@@ -45,7 +48,7 @@ impl TenantScore {
     pub fn from_spec(tenant: impl Into<String>, spec: TenantSpec) -> Self {
         Self {
             tenant: tenant.into(),
-            spec,
+            spec: Arc::new(spec),
             fields: Fields {
                 tenant: "tenant",
                 prefix: "",
@@ -74,13 +77,15 @@ impl TenantScore {
         region: impl Into<String>,
         cap: harmony::domain::capability::ProjectQuota,
     ) -> Self {
-        self.spec.caps.insert(region.into(), cap);
+        Arc::make_mut(&mut self.spec)
+            .caps
+            .insert(region.into(), cap);
         self
     }
 
     /// A project of the tenant (its namespace and quota per region).
     pub fn with_project(mut self, project: TenantProjectSpec) -> Self {
-        self.spec.projects.push(project);
+        Arc::make_mut(&mut self.spec).projects.push(project);
         self
     }
 
@@ -112,7 +117,7 @@ impl<T: Topology + TenantAdmin> Score<T> for TenantScore {
     }
 
     fn parameters(&self) -> Value {
-        json!({"tenant": self.tenant, "spec": self.spec})
+        json!({"tenant": self.tenant, "spec": *self.spec})
     }
 
     fn validate(&self) -> Result<(), ValidationError> {
@@ -255,5 +260,23 @@ fn verb(action: ChangeAction) -> &'static str {
         ChangeAction::Create => "creating",
         ChangeAction::Delete => "deleting",
         ChangeAction::Update | ChangeAction::Unchanged => "updating",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_builder_on_a_shared_score_leaves_the_other_copy_as_it_was() {
+        let score = TenantScore::new("acme");
+        let interpret_copy = score.clone();
+        assert!(Arc::ptr_eq(&score.spec, &interpret_copy.spec));
+        let grown = score.with_project(TenantProjectSpec {
+            name: "web".into(),
+            ..Default::default()
+        });
+        assert_eq!(grown.spec.projects.len(), 1);
+        assert!(interpret_copy.spec.projects.is_empty());
     }
 }

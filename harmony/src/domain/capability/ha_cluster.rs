@@ -18,19 +18,12 @@ use crate::domain::score::ValidationError;
 pub const CONTROL_PLANE_HOSTS: usize = 3;
 
 /// A slot in the cluster: a short host name and its fixed address.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, derive_new::new)]
 pub struct LogicalHost {
     /// Short host name (one DNS label), e.g. `cp0`, `worker1`.
     pub name: HostName,
     /// Its address, inside the cluster network.
     pub ip: IpAddress,
-}
-
-impl LogicalHost {
-    /// A logical host.
-    pub fn new(name: HostName, ip: IpAddress) -> Self {
-        Self { name, ip }
-    }
 }
 
 /// Everything fixed about an HA cluster before any machine is discovered.

@@ -41,7 +41,7 @@ pub(super) enum Reply {
 
 impl Reply {
     /// A JSON body.
-    pub fn json(status: u16, body: impl serde::Serialize) -> Self {
+    pub(super) fn json(status: u16, body: impl serde::Serialize) -> Self {
         Reply::Full {
             status,
             content_type: "application/json",
@@ -61,7 +61,7 @@ pub(super) struct TestServer {
 
 impl TestServer {
     /// Starts a server answering every request with `handler`.
-    pub async fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Self {
+    pub(super) async fn start(handler: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Self {
         let handler: Handler = Arc::new(handler);
         let (ca_pem, tls) = pki();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -93,7 +93,7 @@ impl TestServer {
     }
 
     /// A client trusting this server's CA.
-    pub fn client(&self) -> ControlPlaneClient {
+    pub(super) fn client(&self) -> ControlPlaneClient {
         ControlPlaneClient::new(
             &self.url,
             SecretString::new("admin-test-token"),
@@ -103,7 +103,7 @@ impl TestServer {
     }
 
     /// The requests seen so far.
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(super) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }

@@ -206,21 +206,14 @@ pub(super) fn key_of(r: &ObjectRef) -> Key {
 }
 
 /// Where one object goes and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, derive_new::new)]
+#[new(visibility = "")]
 pub struct Decision {
     /// The plane(s).
     pub placement: Placement,
     /// Why, for the report: `runnable`, `used by apps/v1 Deployment shop/web (envFrom)`, ...
+    #[new(into)]
     pub reason: String,
-}
-
-impl Decision {
-    fn new(placement: Placement, reason: impl Into<String>) -> Self {
-        Self {
-            placement,
-            reason: reason.into(),
-        }
-    }
 }
 
 /// Per-kind placements, keyed like [`group_kind`].

@@ -28,7 +28,7 @@ pub(super) struct Key {
 
 impl Key {
     /// The key of a declared object; `namespaced` says whether a missing namespace means `default`.
-    pub fn of(r: &ObjectRef, namespaced: bool) -> Self {
+    pub(super) fn of(r: &ObjectRef, namespaced: bool) -> Self {
         let namespace = match (&r.namespace, namespaced) {
             (Some(ns), _) => Some(ns.clone()),
             (None, true) => Some(DEFAULT_NAMESPACE.to_string()),
@@ -52,7 +52,7 @@ impl Key {
     }
 
     /// The reference used to look the object up (references only name core and RBAC kinds).
-    pub fn object_ref(&self) -> ObjectRef {
+    pub(super) fn object_ref(&self) -> ObjectRef {
         ObjectRef {
             api_version: match self.group.as_str() {
                 "" => "v1".to_string(),

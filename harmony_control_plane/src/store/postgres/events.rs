@@ -29,7 +29,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 const ELLIPSIS: char = '…';
 
 /// The JSON payload of `e`, its progress detail or close reason truncated to fit one NOTIFY.
-pub fn encode(e: &Event) -> Result<String, String> {
+pub(super) fn encode(e: &Event) -> Result<String, String> {
     let mut e = e.clone();
     loop {
         let s = serde_json::to_string(&e).map_err(|x| format!("encoding an event: {x}"))?;
@@ -64,13 +64,13 @@ fn too_large(len: usize) -> String {
 }
 
 /// One live LISTEN connection.
-pub struct Listener {
+pub(super) struct Listener {
     client: Client,
     conn: Connection<Socket, TlsStream>,
 }
 
 /// Opens a connection (TLS as the pool's, through the same connector) and runs `LISTEN` on it.
-pub async fn connect(config: &Config, tls: &MakeRustlsConnect) -> Result<Listener, String> {
+pub(super) async fn connect(config: &Config, tls: &MakeRustlsConnect) -> Result<Listener, String> {
     let (client, mut conn) = config.connect(tls.clone()).await.map_err(|e| explain(&e))?;
     // The connection only makes progress while polled, so LISTEN runs while we drive it.
     {
@@ -158,7 +158,7 @@ async fn ping(
 
 /// Serves `first`, then reconnects forever (with backoff) whenever the connection is lost,
 /// sending [`Event::Resync`] after each reconnection. Abort the task to stop it.
-pub fn spawn(
+pub(super) fn spawn(
     config: Config,
     tls: MakeRustlsConnect,
     first: Listener,

@@ -20,7 +20,7 @@ const ZONE_SELECT: &str = "SELECT z.region, z.zone, z.created_at,
             AND i.revoked_at IS NULL)
      FROM zones z JOIN regions r ON r.name = z.region";
 
-pub async fn zones(c: &Client) -> Result<Vec<ZoneRecord>, Error> {
+pub(super) async fn zones(c: &Client) -> Result<Vec<ZoneRecord>, Error> {
     let rows = c
         .query(
             &format!("{ZONE_SELECT} ORDER BY z.region, z.zone <> r.zone, z.created_at, z.zone"),
@@ -41,7 +41,7 @@ pub async fn zones(c: &Client) -> Result<Vec<ZoneRecord>, Error> {
 }
 
 /// Adds a zone to an active region, or re-commissions a decommissioned zone.
-pub async fn add_zone(c: &Client, region: &str, zone: &str) -> Result<bool, Error> {
+pub(super) async fn add_zone(c: &Client, region: &str, zone: &str) -> Result<bool, Error> {
     let n = c
         .execute(
             "INSERT INTO zones (region, zone, created_at)
@@ -55,7 +55,11 @@ pub async fn add_zone(c: &Client, region: &str, zone: &str) -> Result<bool, Erro
     Ok(n == 1)
 }
 
-pub async fn decommission_zone(c: &mut Client, region: &str, zone: &str) -> Result<bool, Error> {
+pub(super) async fn decommission_zone(
+    c: &mut Client,
+    region: &str,
+    zone: &str,
+) -> Result<bool, Error> {
     let tx = c.transaction().await?;
     let now = now_ms();
     let n = tx
@@ -93,7 +97,7 @@ fn region_row(r: &Row) -> Result<RegionRecord, Error> {
 
 /// Insert, or re-commission a decommissioned region; nothing for an active one. Its first zone
 /// is (re-)commissioned with it; other zones of a re-created region stay decommissioned.
-pub async fn create_region(c: &mut Client, region: &str, zone: &str) -> Result<bool, Error> {
+pub(super) async fn create_region(c: &mut Client, region: &str, zone: &str) -> Result<bool, Error> {
     let tx = c.transaction().await?;
     let n = tx
         .execute(
@@ -123,21 +127,21 @@ pub async fn create_region(c: &mut Client, region: &str, zone: &str) -> Result<b
     Ok(n == 1)
 }
 
-pub async fn region(c: &Client, name: &str) -> Result<Option<RegionRecord>, Error> {
+pub(super) async fn region(c: &Client, name: &str) -> Result<Option<RegionRecord>, Error> {
     let row = c
         .query_opt(&format!("{REGION_SELECT} WHERE r.name = $1"), &[&name])
         .await?;
     row.as_ref().map(region_row).transpose()
 }
 
-pub async fn regions(c: &Client) -> Result<Vec<RegionRecord>, Error> {
+pub(super) async fn regions(c: &Client) -> Result<Vec<RegionRecord>, Error> {
     let rows = c
         .query(&format!("{REGION_SELECT} ORDER BY r.name"), &[])
         .await?;
     rows.iter().map(region_row).collect()
 }
 
-pub async fn decommission(c: &mut Client, region: &str) -> Result<bool, Error> {
+pub(super) async fn decommission(c: &mut Client, region: &str) -> Result<bool, Error> {
     let tx = c.transaction().await?;
     let now = now_ms();
     let n = tx
@@ -165,7 +169,7 @@ pub async fn decommission(c: &mut Client, region: &str) -> Result<bool, Error> {
     Ok(n == 1)
 }
 
-pub async fn add_bootstrap(
+pub(super) async fn add_bootstrap(
     c: &mut Client,
     region: &str,
     zone: &str,
@@ -193,7 +197,7 @@ pub async fn add_bootstrap(
 }
 
 /// Looks the hash up as an identity, then as a bootstrap token, and decides at `now`.
-pub async fn check(
+pub(super) async fn check(
     c: &Client,
     hash: &[u8; 32],
     now: i64,
@@ -253,7 +257,7 @@ pub async fn check(
     Ok(facts.decide(now))
 }
 
-pub async fn exchange(
+pub(super) async fn exchange(
     c: &mut Client,
     bootstrap_id: i64,
     region: &str,
@@ -305,7 +309,7 @@ pub async fn exchange(
     Ok(outcome)
 }
 
-pub async fn mark_identity_used(c: &Client, hash: &[u8; 32], now: i64) -> Result<(), Error> {
+pub(super) async fn mark_identity_used(c: &Client, hash: &[u8; 32], now: i64) -> Result<(), Error> {
     c.execute(
         "UPDATE identities SET first_used_at = $2 WHERE hash = $1 AND first_used_at IS NULL",
         &[&&hash[..], &now],
@@ -314,8 +318,11 @@ pub async fn mark_identity_used(c: &Client, hash: &[u8; 32], now: i64) -> Result
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)] // the trait method's arguments, plus the client
-pub async fn rotate_identity(
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the trait method's arguments, plus the client"
+)]
+pub(super) async fn rotate_identity(
     c: &mut Client,
     region: &str,
     old: &[u8; 32],

@@ -96,7 +96,7 @@ impl Drop for PostgresStore {
 /// Runs `$body` (a future using the pooled client `$c`) as operation `$op`.
 macro_rules! pooled {
     ($self:ident, $op:literal, $c:ident => $body:expr) => {{
-        #[allow(unused_mut)]
+        #[allow(unused_mut, reason = "only some bodies need the client mutable")]
         let mut $c = $self.client($op).await?;
         $body.await.map_err(|e| StoreError::new(BACKEND, $op, e))
     }};

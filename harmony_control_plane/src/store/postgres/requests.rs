@@ -34,7 +34,7 @@ fn row(r: &Row) -> Result<RequestRecord, Error> {
     })
 }
 
-pub async fn one(c: &Client, id: &str) -> Result<Option<RequestRecord>, Error> {
+pub(super) async fn one(c: &Client, id: &str) -> Result<Option<RequestRecord>, Error> {
     let r = c
         .query_opt(
             &format!("SELECT {COLUMNS} FROM requests WHERE id = $1"),
@@ -46,7 +46,7 @@ pub async fn one(c: &Client, id: &str) -> Result<Option<RequestRecord>, Error> {
 
 /// Insert-or-nothing, then classify what holds the id. The stored row can vanish in between
 /// only if it was pruned; then the insert is tried again.
-pub async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Error> {
+pub(super) async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Error> {
     for _ in 0..3 {
         let n = c
             .execute(
@@ -82,7 +82,11 @@ pub async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Error> {
     )))
 }
 
-pub async fn unanswered(c: &Client, region: &str, zone: &str) -> Result<Vec<RequestRecord>, Error> {
+pub(super) async fn unanswered(
+    c: &Client,
+    region: &str,
+    zone: &str,
+) -> Result<Vec<RequestRecord>, Error> {
     let rows = c
         .query(
             &format!(
@@ -96,7 +100,7 @@ pub async fn unanswered(c: &Client, region: &str, zone: &str) -> Result<Vec<Requ
     rows.iter().map(row).collect()
 }
 
-pub async fn mark_sent(c: &Client, id: &str, now: i64) -> Result<bool, Error> {
+pub(super) async fn mark_sent(c: &Client, id: &str, now: i64) -> Result<bool, Error> {
     let n = c
         .execute(
             "UPDATE requests SET state = 'sent', sent_at = $2, deliveries = deliveries + 1
@@ -108,7 +112,7 @@ pub async fn mark_sent(c: &Client, id: &str, now: i64) -> Result<bool, Error> {
 }
 
 /// `state` is `done` or `cancelled`: only an unanswered request takes it.
-pub async fn finish(
+pub(super) async fn finish(
     c: &Client,
     id: &str,
     state: RequestState,
@@ -125,7 +129,7 @@ pub async fn finish(
     Ok(n == 1)
 }
 
-pub async fn prune(c: &Client, older_than: i64) -> Result<u64, Error> {
+pub(super) async fn prune(c: &Client, older_than: i64) -> Result<u64, Error> {
     let n = c
         .execute(
             "DELETE FROM requests WHERE state IN ('done', 'cancelled') AND completed_at < $1",
@@ -135,7 +139,7 @@ pub async fn prune(c: &Client, older_than: i64) -> Result<u64, Error> {
     Ok(n)
 }
 
-pub async fn unanswered_counts(c: &Client) -> Result<HashMap<(String, String), u64>, Error> {
+pub(super) async fn unanswered_counts(c: &Client) -> Result<HashMap<(String, String), u64>, Error> {
     let rows = c
         .query(
             "SELECT region, COALESCE(zone, ''), COUNT(*) FROM requests
@@ -153,7 +157,7 @@ pub async fn unanswered_counts(c: &Client) -> Result<HashMap<(String, String), u
         .collect()
 }
 
-pub async fn queued_zones(c: &Client) -> Result<Vec<(String, String)>, Error> {
+pub(super) async fn queued_zones(c: &Client) -> Result<Vec<(String, String)>, Error> {
     let rows = c
         .query(
             "SELECT DISTINCT region, COALESCE(zone, '') FROM requests WHERE state = 'queued'

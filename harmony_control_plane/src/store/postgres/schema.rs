@@ -4,7 +4,7 @@
 use deadpool_postgres::Client;
 
 /// The schema version this code writes.
-pub const VERSION: i64 = 2;
+pub(super) const VERSION: i64 = 2;
 
 /// Key of the transaction-scoped advisory lock serialising schema changes ("harmony\0").
 const SCHEMA_LOCK: i64 = 0x6861_726d_6f6e_7900;
@@ -120,7 +120,7 @@ CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
 ";
 
 /// Creates the schema when missing; refuses one written by a newer release.
-pub async fn migrate(client: &mut Client) -> Result<(), String> {
+pub(super) async fn migrate(client: &mut Client) -> Result<(), String> {
     let tx = client.transaction().await.map_err(|e| super::chain(&e))?;
     let sql = |e: tokio_postgres::Error| super::chain(&e);
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])

@@ -42,7 +42,7 @@ fn one_row(r: Option<Row>) -> Result<Option<ServiceRecord>, Error> {
     r.as_ref().map(row).transpose()
 }
 
-pub async fn one(c: &Client, id: &str) -> Result<Option<ServiceRecord>, Error> {
+pub(super) async fn one(c: &Client, id: &str) -> Result<Option<ServiceRecord>, Error> {
     let r = c
         .query_opt(
             &format!("SELECT {COLUMNS} FROM service_instances WHERE id = $1"),
@@ -52,7 +52,7 @@ pub async fn one(c: &Client, id: &str) -> Result<Option<ServiceRecord>, Error> {
     one_row(r)
 }
 
-pub async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
+pub(super) async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
     let n = c
         .execute(
             &format!(
@@ -83,7 +83,7 @@ pub async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
     Ok(n == 1)
 }
 
-pub async fn all(c: &Client) -> Result<Vec<ServiceRecord>, Error> {
+pub(super) async fn all(c: &Client) -> Result<Vec<ServiceRecord>, Error> {
     let rows = c
         .query(
             &format!("SELECT {COLUMNS} FROM service_instances ORDER BY created_at, id"),
@@ -93,7 +93,10 @@ pub async fn all(c: &Client) -> Result<Vec<ServiceRecord>, Error> {
     rows.iter().map(row).collect()
 }
 
-pub async fn in_state(c: &Client, state: InstanceState) -> Result<Vec<ServiceRecord>, Error> {
+pub(super) async fn in_state(
+    c: &Client,
+    state: InstanceState,
+) -> Result<Vec<ServiceRecord>, Error> {
     let rows = c
         .query(
             &format!(
@@ -105,7 +108,7 @@ pub async fn in_state(c: &Client, state: InstanceState) -> Result<Vec<ServiceRec
     rows.iter().map(row).collect()
 }
 
-pub async fn live_by_region(c: &Client) -> Result<HashMap<String, usize>, Error> {
+pub(super) async fn live_by_region(c: &Client) -> Result<HashMap<String, usize>, Error> {
     let rows = c
         .query(
             "SELECT region, COUNT(*) FROM service_instances
@@ -118,7 +121,7 @@ pub async fn live_by_region(c: &Client) -> Result<HashMap<String, usize>, Error>
         .collect()
 }
 
-pub async fn claim_queued(
+pub(super) async fn claim_queued(
     c: &Client,
     id: &str,
     detail: &str,
@@ -136,7 +139,7 @@ pub async fn claim_queued(
     one_row(r)
 }
 
-pub async fn cancel_queued(c: &Client, id: &str) -> Result<bool, Error> {
+pub(super) async fn cancel_queued(c: &Client, id: &str) -> Result<bool, Error> {
     let n = c
         .execute(
             "DELETE FROM service_instances WHERE id = $1 AND state = 'queued'",
@@ -146,7 +149,7 @@ pub async fn cancel_queued(c: &Client, id: &str) -> Result<bool, Error> {
     Ok(n == 1)
 }
 
-pub async fn next_attempt(
+pub(super) async fn next_attempt(
     c: &Client,
     id: &str,
     from: (InstanceState, u32),
@@ -173,7 +176,7 @@ pub async fn next_attempt(
     one_row(r)
 }
 
-pub async fn settle(
+pub(super) async fn settle(
     c: &Client,
     id: &str,
     from: (InstanceState, u32),
@@ -203,7 +206,11 @@ pub async fn settle(
     Ok(n == 1)
 }
 
-pub async fn remove_if(c: &Client, id: &str, from: (InstanceState, u32)) -> Result<bool, Error> {
+pub(super) async fn remove_if(
+    c: &Client,
+    id: &str,
+    from: (InstanceState, u32),
+) -> Result<bool, Error> {
     let n = c
         .execute(
             "DELETE FROM service_instances WHERE id = $1 AND state = $2 AND attempts = $3",
@@ -213,7 +220,7 @@ pub async fn remove_if(c: &Client, id: &str, from: (InstanceState, u32)) -> Resu
     Ok(n == 1)
 }
 
-pub async fn remove(c: &Client, id: &str, region: &str) -> Result<bool, Error> {
+pub(super) async fn remove(c: &Client, id: &str, region: &str) -> Result<bool, Error> {
     let n = c
         .execute(
             "DELETE FROM service_instances WHERE id = $1 AND region = $2",

@@ -26,7 +26,7 @@ fn row(r: &Row) -> Result<SessionRecord, Error> {
     })
 }
 
-pub async fn open(c: &Client, s: &SessionRecord) -> Result<bool, Error> {
+pub(super) async fn open(c: &Client, s: &SessionRecord) -> Result<bool, Error> {
     let max_frame = i64::try_from(s.max_frame_bytes).unwrap_or(i64::MAX);
     let n = c
         .execute(
@@ -61,7 +61,7 @@ pub async fn open(c: &Client, s: &SessionRecord) -> Result<bool, Error> {
 
 /// One statement for the whole batch (arrays unnested into rows); beats of one connection are
 /// merged first, since a statement updates a row once.
-pub async fn heartbeats(c: &Client, beats: &[Heartbeat]) -> Result<u64, Error> {
+pub(super) async fn heartbeats(c: &Client, beats: &[Heartbeat]) -> Result<u64, Error> {
     let merged = merge_heartbeats(beats);
     let regions: Vec<&str> = merged.iter().map(|b| b.region.as_str()).collect();
     let conns: Vec<&str> = merged.iter().map(|b| b.conn.as_str()).collect();
@@ -79,7 +79,7 @@ pub async fn heartbeats(c: &Client, beats: &[Heartbeat]) -> Result<u64, Error> {
     Ok(n)
 }
 
-pub async fn services(
+pub(super) async fn services(
     c: &Client,
     region: &str,
     conn: &str,
@@ -94,7 +94,7 @@ pub async fn services(
     Ok(n == 1)
 }
 
-pub async fn close(c: &Client, region: &str, conn: &str, now: i64) -> Result<bool, Error> {
+pub(super) async fn close(c: &Client, region: &str, conn: &str, now: i64) -> Result<bool, Error> {
     let n = c
         .execute(
             "UPDATE sessions SET connected = FALSE, disconnected_at = $3
@@ -105,7 +105,7 @@ pub async fn close(c: &Client, region: &str, conn: &str, now: i64) -> Result<boo
     Ok(n == 1)
 }
 
-pub async fn close_replica(c: &Client, replica: &str, now: i64) -> Result<u64, Error> {
+pub(super) async fn close_replica(c: &Client, replica: &str, now: i64) -> Result<u64, Error> {
     let n = c
         .execute(
             "UPDATE sessions SET connected = FALSE, disconnected_at = $2
@@ -116,7 +116,11 @@ pub async fn close_replica(c: &Client, replica: &str, now: i64) -> Result<u64, E
     Ok(n)
 }
 
-pub async fn one(c: &Client, region: &str, zone: &str) -> Result<Option<SessionRecord>, Error> {
+pub(super) async fn one(
+    c: &Client,
+    region: &str,
+    zone: &str,
+) -> Result<Option<SessionRecord>, Error> {
     let r = c
         .query_opt(
             &format!("SELECT {COLUMNS} FROM sessions WHERE region = $1 AND zone = $2"),
@@ -126,7 +130,7 @@ pub async fn one(c: &Client, region: &str, zone: &str) -> Result<Option<SessionR
     r.as_ref().map(row).transpose()
 }
 
-pub async fn all(c: &Client) -> Result<Vec<SessionRecord>, Error> {
+pub(super) async fn all(c: &Client) -> Result<Vec<SessionRecord>, Error> {
     let rows = c
         .query(
             &format!("SELECT {COLUMNS} FROM sessions ORDER BY region, zone"),

@@ -15,7 +15,7 @@ use crate::store::{
 };
 
 /// The tenancy tables and the tenant/project columns (schema version 2).
-pub const TABLES: &str = "
+pub(super) const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY,
     created_at BIGINT NOT NULL
@@ -221,7 +221,7 @@ async fn set_quota(
 /// Runs `$body` (a future using the pooled client `$c`) as operation `$op`.
 macro_rules! with_client {
     ($self:ident, $op:literal, $c:ident => $body:expr) => {{
-        #[allow(unused_mut)]
+        #[allow(unused_mut, reason = "only some bodies need the client mutable")]
         let mut $c = $self.client($op).await?;
         $body
             .await

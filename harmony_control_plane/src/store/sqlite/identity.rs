@@ -26,7 +26,7 @@ fn zone_row(r: &Row<'_>) -> rusqlite::Result<ZoneRecord> {
     })
 }
 
-pub fn zones(c: &Connection) -> rusqlite::Result<Vec<ZoneRecord>> {
+pub(super) fn zones(c: &Connection) -> rusqlite::Result<Vec<ZoneRecord>> {
     let mut stmt = c.prepare(&format!(
         "{ZONE_SELECT} ORDER BY z.region, z.zone <> r.zone, z.created_at, z.zone"
     ))?;
@@ -34,7 +34,7 @@ pub fn zones(c: &Connection) -> rusqlite::Result<Vec<ZoneRecord>> {
     rows.collect()
 }
 
-pub fn add_zone(c: &mut Connection, region: &str, zone: &str) -> rusqlite::Result<bool> {
+pub(super) fn add_zone(c: &mut Connection, region: &str, zone: &str) -> rusqlite::Result<bool> {
     let tx = c.transaction()?;
     let active_region: bool = tx.query_row(
         "SELECT EXISTS(SELECT 1 FROM regions WHERE name = ?1 AND decommissioned_at IS NULL)",
@@ -55,7 +55,11 @@ pub fn add_zone(c: &mut Connection, region: &str, zone: &str) -> rusqlite::Resul
     Ok(n == 1)
 }
 
-pub fn decommission_zone(c: &mut Connection, region: &str, zone: &str) -> rusqlite::Result<bool> {
+pub(super) fn decommission_zone(
+    c: &mut Connection,
+    region: &str,
+    zone: &str,
+) -> rusqlite::Result<bool> {
     let tx = c.transaction()?;
     let now = now_ms();
     let n = tx.execute(
@@ -87,7 +91,11 @@ fn region_row(r: &Row<'_>) -> rusqlite::Result<RegionRecord> {
     })
 }
 
-pub fn create_region(c: &mut Connection, region: &str, zone: &str) -> rusqlite::Result<bool> {
+pub(super) fn create_region(
+    c: &mut Connection,
+    region: &str,
+    zone: &str,
+) -> rusqlite::Result<bool> {
     let tx = c.transaction()?;
     let existing: Option<Option<i64>> = tx
         .query_row(
@@ -134,7 +142,7 @@ pub fn create_region(c: &mut Connection, region: &str, zone: &str) -> rusqlite::
     Ok(created)
 }
 
-pub fn region(c: &Connection, name: &str) -> rusqlite::Result<Option<RegionRecord>> {
+pub(super) fn region(c: &Connection, name: &str) -> rusqlite::Result<Option<RegionRecord>> {
     c.query_row(
         &format!("{REGION_SELECT} WHERE r.name = ?1"),
         [name],
@@ -143,13 +151,13 @@ pub fn region(c: &Connection, name: &str) -> rusqlite::Result<Option<RegionRecor
     .optional()
 }
 
-pub fn regions(c: &Connection) -> rusqlite::Result<Vec<RegionRecord>> {
+pub(super) fn regions(c: &Connection) -> rusqlite::Result<Vec<RegionRecord>> {
     let mut stmt = c.prepare(&format!("{REGION_SELECT} ORDER BY r.name"))?;
     let rows = stmt.query_map([], region_row)?;
     rows.collect()
 }
 
-pub fn decommission(c: &mut Connection, region: &str) -> rusqlite::Result<bool> {
+pub(super) fn decommission(c: &mut Connection, region: &str) -> rusqlite::Result<bool> {
     let tx = c.transaction()?;
     let now = now_ms();
     let n = tx.execute(
@@ -172,7 +180,7 @@ pub fn decommission(c: &mut Connection, region: &str) -> rusqlite::Result<bool> 
     Ok(n == 1)
 }
 
-pub fn add_bootstrap(
+pub(super) fn add_bootstrap(
     c: &mut Connection,
     region: &str,
     zone: &str,
@@ -198,7 +206,7 @@ pub fn add_bootstrap(
 }
 
 /// Looks the hash up as an identity, then as a bootstrap token, and decides at `now`.
-pub fn check(
+pub(super) fn check(
     c: &Connection,
     hash: &[u8; 32],
     now: i64,
@@ -262,7 +270,7 @@ pub fn check(
     })
 }
 
-pub fn exchange(
+pub(super) fn exchange(
     c: &mut Connection,
     bootstrap_id: i64,
     region: &str,
@@ -302,7 +310,11 @@ pub fn exchange(
     Ok(outcome)
 }
 
-pub fn mark_identity_used(c: &Connection, hash: &[u8; 32], now: i64) -> rusqlite::Result<()> {
+pub(super) fn mark_identity_used(
+    c: &Connection,
+    hash: &[u8; 32],
+    now: i64,
+) -> rusqlite::Result<()> {
     c.execute(
         "UPDATE identities SET first_used_at = ?2 WHERE hash = ?1 AND first_used_at IS NULL",
         params![&hash[..], now],
@@ -310,7 +322,7 @@ pub fn mark_identity_used(c: &Connection, hash: &[u8; 32], now: i64) -> rusqlite
     Ok(())
 }
 
-pub fn rotate_identity(
+pub(super) fn rotate_identity(
     c: &mut Connection,
     region: &str,
     old: &[u8; 32],

@@ -42,7 +42,7 @@ fn read(c: &Connection, id: &str) -> rusqlite::Result<Option<RequestRecord>> {
     .optional()
 }
 
-pub fn submit(c: &mut Connection, r: &NewRequest) -> rusqlite::Result<Submitted> {
+pub(super) fn submit(c: &mut Connection, r: &NewRequest) -> rusqlite::Result<Submitted> {
     let tx = c.transaction()?;
     let n = tx.execute(
         "INSERT INTO requests (id, region, op, params, body_hash, state, created_at,
@@ -73,11 +73,11 @@ pub fn submit(c: &mut Connection, r: &NewRequest) -> rusqlite::Result<Submitted>
     Ok(outcome)
 }
 
-pub fn one(c: &Connection, id: &str) -> rusqlite::Result<Option<RequestRecord>> {
+pub(super) fn one(c: &Connection, id: &str) -> rusqlite::Result<Option<RequestRecord>> {
     read(c, id)
 }
 
-pub fn unanswered(
+pub(super) fn unanswered(
     c: &Connection,
     region: &str,
     zone: &str,
@@ -91,7 +91,7 @@ pub fn unanswered(
     rows.collect()
 }
 
-pub fn mark_sent(c: &Connection, id: &str, now: i64) -> rusqlite::Result<bool> {
+pub(super) fn mark_sent(c: &Connection, id: &str, now: i64) -> rusqlite::Result<bool> {
     let n = c.execute(
         "UPDATE requests SET state = 'sent', sent_at = ?2, deliveries = deliveries + 1
          WHERE id = ?1 AND state IN ('queued', 'sent')",
@@ -101,7 +101,7 @@ pub fn mark_sent(c: &Connection, id: &str, now: i64) -> rusqlite::Result<bool> {
 }
 
 /// `state` is `done` or `cancelled`: only an unanswered request takes it.
-pub fn finish(
+pub(super) fn finish(
     c: &Connection,
     id: &str,
     state: RequestState,
@@ -116,7 +116,7 @@ pub fn finish(
     Ok(n == 1)
 }
 
-pub fn prune(c: &Connection, older_than: i64) -> rusqlite::Result<u64> {
+pub(super) fn prune(c: &Connection, older_than: i64) -> rusqlite::Result<u64> {
     let n = c.execute(
         "DELETE FROM requests WHERE state IN ('done', 'cancelled') AND completed_at < ?1",
         [older_than],
@@ -124,7 +124,9 @@ pub fn prune(c: &Connection, older_than: i64) -> rusqlite::Result<u64> {
     Ok(n as u64)
 }
 
-pub fn unanswered_counts(c: &Connection) -> rusqlite::Result<HashMap<(String, String), u64>> {
+pub(super) fn unanswered_counts(
+    c: &Connection,
+) -> rusqlite::Result<HashMap<(String, String), u64>> {
     let mut stmt = c.prepare(
         "SELECT region, COALESCE(zone, ''), COUNT(*) FROM requests
          WHERE state IN ('queued', 'sent') GROUP BY region, zone",
@@ -135,7 +137,7 @@ pub fn unanswered_counts(c: &Connection) -> rusqlite::Result<HashMap<(String, St
     rows.collect()
 }
 
-pub fn queued_zones(c: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
+pub(super) fn queued_zones(c: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
     let mut stmt = c.prepare(
         "SELECT DISTINCT region, COALESCE(zone, '') FROM requests WHERE state = 'queued'
          ORDER BY region, zone",

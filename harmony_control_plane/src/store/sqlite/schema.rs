@@ -8,7 +8,7 @@
 use rusqlite::{Connection, Transaction};
 
 /// The schema version this code writes.
-pub const VERSION: i64 = 2;
+pub(super) const VERSION: i64 = 2;
 
 const PRAGMAS: &str = "
 PRAGMA journal_mode = WAL;
@@ -184,7 +184,7 @@ DROP TABLE sessions_v1;
 
 /// Brings the database to [`VERSION`]; safe to run on every start. Refuses a database written
 /// by a newer release (its schema may mean things this code does not know).
-pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), String> {
     apply(conn).map_err(|e| match e {
         Step::Sql(e) => e.to_string(),
         Step::Newer(v) => format!(

@@ -35,7 +35,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ServiceRecord> {
     })
 }
 
-pub fn one(c: &Connection, id: &str) -> rusqlite::Result<Option<ServiceRecord>> {
+pub(super) fn one(c: &Connection, id: &str) -> rusqlite::Result<Option<ServiceRecord>> {
     c.query_row(
         &format!("SELECT {COLUMNS} FROM service_instances WHERE id = ?1"),
         [id],
@@ -44,7 +44,7 @@ pub fn one(c: &Connection, id: &str) -> rusqlite::Result<Option<ServiceRecord>> 
     .optional()
 }
 
-pub fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bool> {
+pub(super) fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bool> {
     let n = c.execute(
         &format!(
             "INSERT OR IGNORE INTO service_instances ({COLUMNS})
@@ -72,7 +72,7 @@ pub fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bool> {
     Ok(n == 1)
 }
 
-pub fn all(c: &Connection) -> rusqlite::Result<Vec<ServiceRecord>> {
+pub(super) fn all(c: &Connection) -> rusqlite::Result<Vec<ServiceRecord>> {
     let mut stmt = c.prepare(&format!(
         "SELECT {COLUMNS} FROM service_instances ORDER BY created_at, id"
     ))?;
@@ -80,7 +80,10 @@ pub fn all(c: &Connection) -> rusqlite::Result<Vec<ServiceRecord>> {
     rows.collect()
 }
 
-pub fn in_state(c: &Connection, state: InstanceState) -> rusqlite::Result<Vec<ServiceRecord>> {
+pub(super) fn in_state(
+    c: &Connection,
+    state: InstanceState,
+) -> rusqlite::Result<Vec<ServiceRecord>> {
     let mut stmt = c.prepare(&format!(
         "SELECT {COLUMNS} FROM service_instances WHERE state = ?1 ORDER BY created_at, id"
     ))?;
@@ -88,7 +91,7 @@ pub fn in_state(c: &Connection, state: InstanceState) -> rusqlite::Result<Vec<Se
     rows.collect()
 }
 
-pub fn live_by_region(c: &Connection) -> rusqlite::Result<HashMap<String, usize>> {
+pub(super) fn live_by_region(c: &Connection) -> rusqlite::Result<HashMap<String, usize>> {
     let mut stmt = c.prepare(
         "SELECT region, COUNT(*) FROM service_instances
          WHERE state NOT IN ('failed', 'deleting') GROUP BY region",
@@ -97,7 +100,7 @@ pub fn live_by_region(c: &Connection) -> rusqlite::Result<HashMap<String, usize>
     rows.collect()
 }
 
-pub fn claim_queued(
+pub(super) fn claim_queued(
     c: &mut Connection,
     id: &str,
     detail: &str,
@@ -113,7 +116,7 @@ pub fn claim_queued(
     Ok(rec)
 }
 
-pub fn cancel_queued(c: &Connection, id: &str) -> rusqlite::Result<bool> {
+pub(super) fn cancel_queued(c: &Connection, id: &str) -> rusqlite::Result<bool> {
     let n = c.execute(
         "DELETE FROM service_instances WHERE id = ?1 AND state = 'queued'",
         [id],
@@ -121,7 +124,7 @@ pub fn cancel_queued(c: &Connection, id: &str) -> rusqlite::Result<bool> {
     Ok(n == 1)
 }
 
-pub fn next_attempt(
+pub(super) fn next_attempt(
     c: &mut Connection,
     id: &str,
     from: (InstanceState, u32),
@@ -139,7 +142,7 @@ pub fn next_attempt(
     Ok(rec)
 }
 
-pub fn settle(
+pub(super) fn settle(
     c: &Connection,
     id: &str,
     from: (InstanceState, u32),
@@ -167,7 +170,11 @@ pub fn settle(
     Ok(n == 1)
 }
 
-pub fn remove_if(c: &Connection, id: &str, from: (InstanceState, u32)) -> rusqlite::Result<bool> {
+pub(super) fn remove_if(
+    c: &Connection,
+    id: &str,
+    from: (InstanceState, u32),
+) -> rusqlite::Result<bool> {
     let n = c.execute(
         "DELETE FROM service_instances WHERE id = ?1 AND state = ?2 AND attempts = ?3",
         params![id, from.0.as_str(), from.1],
@@ -175,7 +182,7 @@ pub fn remove_if(c: &Connection, id: &str, from: (InstanceState, u32)) -> rusqli
     Ok(n == 1)
 }
 
-pub fn remove(c: &Connection, id: &str, region: &str) -> rusqlite::Result<bool> {
+pub(super) fn remove(c: &Connection, id: &str, region: &str) -> rusqlite::Result<bool> {
     let n = c.execute(
         "DELETE FROM service_instances WHERE id = ?1 AND region = ?2",
         params![id, region],

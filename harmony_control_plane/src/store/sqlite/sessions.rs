@@ -24,7 +24,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     })
 }
 
-pub fn open(c: &Connection, s: &SessionRecord) -> rusqlite::Result<bool> {
+pub(super) fn open(c: &Connection, s: &SessionRecord) -> rusqlite::Result<bool> {
     let n = c.execute(
         &format!(
             "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
@@ -55,7 +55,7 @@ pub fn open(c: &Connection, s: &SessionRecord) -> rusqlite::Result<bool> {
 }
 
 /// One transaction (one disk sync) for the whole batch; beats of one connection merged first.
-pub fn heartbeats(c: &mut Connection, beats: &[Heartbeat]) -> rusqlite::Result<u64> {
+pub(super) fn heartbeats(c: &mut Connection, beats: &[Heartbeat]) -> rusqlite::Result<u64> {
     let beats = merge_heartbeats(beats);
     let tx = c.transaction()?;
     let mut n = 0u64;
@@ -73,7 +73,7 @@ pub fn heartbeats(c: &mut Connection, beats: &[Heartbeat]) -> rusqlite::Result<u
     Ok(n)
 }
 
-pub fn services(
+pub(super) fn services(
     c: &Connection,
     region: &str,
     conn: &str,
@@ -86,7 +86,7 @@ pub fn services(
     Ok(n == 1)
 }
 
-pub fn close(c: &Connection, region: &str, conn: &str, now: i64) -> rusqlite::Result<bool> {
+pub(super) fn close(c: &Connection, region: &str, conn: &str, now: i64) -> rusqlite::Result<bool> {
     let n = c.execute(
         "UPDATE sessions SET connected = 0, disconnected_at = ?3
          WHERE region = ?1 AND conn = ?2 AND connected",
@@ -95,7 +95,7 @@ pub fn close(c: &Connection, region: &str, conn: &str, now: i64) -> rusqlite::Re
     Ok(n == 1)
 }
 
-pub fn close_replica(c: &Connection, replica: &str, now: i64) -> rusqlite::Result<u64> {
+pub(super) fn close_replica(c: &Connection, replica: &str, now: i64) -> rusqlite::Result<u64> {
     let n = c.execute(
         "UPDATE sessions SET connected = 0, disconnected_at = ?2 WHERE replica = ?1 AND connected",
         params![replica, now],
@@ -103,7 +103,11 @@ pub fn close_replica(c: &Connection, replica: &str, now: i64) -> rusqlite::Resul
     Ok(n as u64)
 }
 
-pub fn one(c: &Connection, region: &str, zone: &str) -> rusqlite::Result<Option<SessionRecord>> {
+pub(super) fn one(
+    c: &Connection,
+    region: &str,
+    zone: &str,
+) -> rusqlite::Result<Option<SessionRecord>> {
     c.query_row(
         &format!("SELECT {COLUMNS} FROM sessions WHERE region = ?1 AND zone = ?2"),
         [region, zone],
@@ -112,7 +116,7 @@ pub fn one(c: &Connection, region: &str, zone: &str) -> rusqlite::Result<Option<
     .optional()
 }
 
-pub fn all(c: &Connection) -> rusqlite::Result<Vec<SessionRecord>> {
+pub(super) fn all(c: &Connection) -> rusqlite::Result<Vec<SessionRecord>> {
     let mut stmt = c.prepare(&format!(
         "SELECT {COLUMNS} FROM sessions ORDER BY region, zone"
     ))?;

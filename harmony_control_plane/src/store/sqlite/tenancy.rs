@@ -12,7 +12,7 @@ use crate::store::{
 };
 
 /// The tenancy tables (schema version 2).
-pub const TABLES: &str = "
+pub(super) const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY,
     created_at INTEGER NOT NULL
@@ -70,7 +70,7 @@ fn tenant_row(c: &Connection, r: &Row<'_>) -> rusqlite::Result<TenantRecord> {
     })
 }
 
-pub fn create_tenant(c: &Connection, name: &str, now: i64) -> rusqlite::Result<bool> {
+pub(super) fn create_tenant(c: &Connection, name: &str, now: i64) -> rusqlite::Result<bool> {
     let n = c.execute(
         "INSERT INTO tenants (name, created_at) VALUES (?1, ?2) ON CONFLICT(name) DO NOTHING",
         params![name, now],
@@ -78,7 +78,7 @@ pub fn create_tenant(c: &Connection, name: &str, now: i64) -> rusqlite::Result<b
     Ok(n == 1)
 }
 
-pub fn tenant(c: &Connection, name: &str) -> rusqlite::Result<Option<TenantRecord>> {
+pub(super) fn tenant(c: &Connection, name: &str) -> rusqlite::Result<Option<TenantRecord>> {
     c.query_row(
         "SELECT name, created_at FROM tenants WHERE name = ?1",
         [name],
@@ -87,13 +87,13 @@ pub fn tenant(c: &Connection, name: &str) -> rusqlite::Result<Option<TenantRecor
     .optional()
 }
 
-pub fn tenants(c: &Connection) -> rusqlite::Result<Vec<TenantRecord>> {
+pub(super) fn tenants(c: &Connection) -> rusqlite::Result<Vec<TenantRecord>> {
     let mut stmt = c.prepare("SELECT name, created_at FROM tenants ORDER BY name")?;
     let rows = stmt.query_map([], |r| tenant_row(c, r))?;
     rows.collect()
 }
 
-pub fn set_cap(
+pub(super) fn set_cap(
     c: &Connection,
     tenant: &str,
     region: &str,
@@ -108,7 +108,7 @@ pub fn set_cap(
     Ok(n == 1)
 }
 
-pub fn add_token(c: &Connection, t: &TenantTokenRecord) -> rusqlite::Result<bool> {
+pub(super) fn add_token(c: &Connection, t: &TenantTokenRecord) -> rusqlite::Result<bool> {
     let n = c.execute(
         "INSERT INTO tenant_tokens (id, tenant, hash, created_at, expires_at, revoked_at)
          SELECT ?1, name, ?3, ?4, ?5, ?6 FROM tenants WHERE name = ?2
@@ -125,7 +125,7 @@ pub fn add_token(c: &Connection, t: &TenantTokenRecord) -> rusqlite::Result<bool
     Ok(n == 1)
 }
 
-pub fn token(c: &Connection, id: &str) -> rusqlite::Result<Option<TenantTokenRecord>> {
+pub(super) fn token(c: &Connection, id: &str) -> rusqlite::Result<Option<TenantTokenRecord>> {
     c.query_row(
         "SELECT id, tenant, hash, created_at, expires_at, revoked_at FROM tenant_tokens
          WHERE id = ?1",
@@ -147,7 +147,12 @@ pub fn token(c: &Connection, id: &str) -> rusqlite::Result<Option<TenantTokenRec
     .optional()
 }
 
-pub fn revoke_token(c: &Connection, tenant: &str, id: &str, now: i64) -> rusqlite::Result<bool> {
+pub(super) fn revoke_token(
+    c: &Connection,
+    tenant: &str,
+    id: &str,
+    now: i64,
+) -> rusqlite::Result<bool> {
     let n = c.execute(
         "UPDATE tenant_tokens SET revoked_at = ?3
          WHERE tenant = ?1 AND id = ?2 AND revoked_at IS NULL",
@@ -156,7 +161,10 @@ pub fn revoke_token(c: &Connection, tenant: &str, id: &str, now: i64) -> rusqlit
     Ok(n == 1)
 }
 
-pub fn create_project(c: &mut Connection, p: &ProjectRecord) -> rusqlite::Result<ProjectCreated> {
+pub(super) fn create_project(
+    c: &mut Connection,
+    p: &ProjectRecord,
+) -> rusqlite::Result<ProjectCreated> {
     let tx = c.transaction()?;
     let known: bool = tx
         .query_row("SELECT 1 FROM tenants WHERE name = ?1", [&p.tenant], |_| {
@@ -222,7 +230,7 @@ fn project_row(c: &Connection, r: &Row<'_>) -> rusqlite::Result<ProjectRecord> {
     })
 }
 
-pub fn project(
+pub(super) fn project(
     c: &Connection,
     tenant: &str,
     project: &str,
@@ -236,7 +244,10 @@ pub fn project(
     .optional()
 }
 
-pub fn projects(c: &Connection, tenant: Option<&str>) -> rusqlite::Result<Vec<ProjectRecord>> {
+pub(super) fn projects(
+    c: &Connection,
+    tenant: Option<&str>,
+) -> rusqlite::Result<Vec<ProjectRecord>> {
     let mut stmt = c.prepare(
         "SELECT tenant, project, namespace, created_at FROM projects
          WHERE ?1 IS NULL OR tenant = ?1 ORDER BY tenant, project",
@@ -245,7 +256,7 @@ pub fn projects(c: &Connection, tenant: Option<&str>) -> rusqlite::Result<Vec<Pr
     rows.collect()
 }
 
-pub fn set_quota(
+pub(super) fn set_quota(
     c: &mut Connection,
     tenant: &str,
     project: &str,

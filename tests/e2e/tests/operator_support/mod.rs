@@ -1,8 +1,10 @@
 //! What the operator's suites share (`operator.rs`, `operator_ha.rs`, `operator_health.rs`, `operator_switchover.rs`): kubectl on the
 //! fixture API servers, polling, the operator's CRDs, and reading conditions.
 
-// Each suite is its own crate and uses a part of this module.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "each suite is its own crate and uses a part of this module"
+)]
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant};
 use harmony_e2e::ApiServer;
 
 /// Runs kubectl, failing the test with its message.
-pub fn kubectl_ok(server: &ApiServer, args: &[&str]) -> String {
+pub(crate) fn kubectl_ok(server: &ApiServer, args: &[&str]) -> String {
     let out = server.kubectl(args);
     assert!(
         out.status.success(),
@@ -21,7 +23,7 @@ pub fn kubectl_ok(server: &ApiServer, args: &[&str]) -> String {
 }
 
 /// Applies `yaml` with kubectl (server-side), failing the test with kubectl's message.
-pub fn apply_ok(server: &ApiServer, yaml: &str) {
+pub(crate) fn apply_ok(server: &ApiServer, yaml: &str) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("manifest.yaml");
     std::fs::write(&file, yaml).unwrap();
@@ -32,7 +34,7 @@ pub fn apply_ok(server: &ApiServer, yaml: &str) {
 }
 
 /// `kubectl get ARGS -o json`, `None` when it fails (not found).
-pub fn get_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
+pub(crate) fn get_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
     let mut full = vec!["get"];
     full.extend_from_slice(args);
     full.extend_from_slice(&["-o", "json"]);
@@ -43,7 +45,7 @@ pub fn get_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
 }
 
 /// Polls `check` until it returns Some, or fails naming `what` with the last value seen.
-pub fn wait_for<T>(
+pub(crate) fn wait_for<T>(
     what: &str,
     timeout: Duration,
     mut check: impl FnMut() -> (Option<T>, String),
@@ -63,7 +65,7 @@ pub fn wait_for<T>(
 }
 
 /// A fixture API server; with `crds`, the real CloudNativePG and Route CRDs (a site).
-pub fn start(crds: bool) -> ApiServer {
+pub(crate) fn start(crds: bool) -> ApiServer {
     let s = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
     if crds {
         s.install_crds().unwrap_or_else(|e| panic!("{e}"));
@@ -72,7 +74,7 @@ pub fn start(crds: bool) -> ApiServer {
 }
 
 /// The control plane's API server with the operator's CRDs and its namespaces.
-pub fn control_plane() -> ApiServer {
+pub(crate) fn control_plane() -> ApiServer {
     let cp = start(false);
     apply_ok(&cp, &harmony_operator::crds_yaml().unwrap());
     kubectl_ok(
@@ -93,7 +95,7 @@ pub fn control_plane() -> ApiServer {
 }
 
 /// Declares `site` on the control plane as `name`, reached with its kubeconfig Secret.
-pub fn declare_site(cp: &ApiServer, name: &str, site: &ApiServer) {
+pub(crate) fn declare_site(cp: &ApiServer, name: &str, site: &ApiServer) {
     use base64::Engine;
     let kubeconfig = std::fs::read_to_string(site.kubeconfig()).unwrap();
     let yaml = format!(
@@ -105,7 +107,7 @@ pub fn declare_site(cp: &ApiServer, name: &str, site: &ApiServer) {
 }
 
 /// The `finance-db` `MultisitePostgreSQL` in `tenant-a` as the API server has it.
-pub fn finance_db(cp: &ApiServer) -> Value {
+pub(crate) fn finance_db(cp: &ApiServer) -> Value {
     get_json(
         cp,
         &[
@@ -119,7 +121,7 @@ pub fn finance_db(cp: &ApiServer) -> Value {
 }
 
 /// A condition's (status, reason, message); empty strings when absent.
-pub fn condition(resource: &Value, type_: &str) -> (String, String, String) {
+pub(crate) fn condition(resource: &Value, type_: &str) -> (String, String, String) {
     resource["status"]["conditions"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
