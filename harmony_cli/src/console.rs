@@ -2,7 +2,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 
 /// A writer shared between the report, progress subscribers and prompts.
-pub type SharedWriter = Arc<Mutex<dyn Write + Send>>;
+pub(crate) type SharedWriter = Arc<Mutex<dyn Write + Send>>;
 
 /// Where the CLI writes, and whether a person is there to answer prompts.
 #[derive(Clone)]

@@ -48,7 +48,7 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
-    pub fn of(scores: &[ScoreReport]) -> Self {
+    pub(crate) fn of(scores: &[ScoreReport]) -> Self {
         let count = |s: ScoreStatus| scores.iter().filter(|r| r.status == s).count();
         Self {
             success: count(ScoreStatus::Success),
@@ -60,12 +60,12 @@ impl Summary {
 }
 
 impl RunReport {
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         serde_json::to_string_pretty(self)
             .unwrap_or_else(|e| format!("{{\"error\": \"report serialisation failed: {e}\"}}"))
     }
 
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(
             s,

@@ -53,5 +53,6 @@ fn the_environment_is_the_fallback_and_the_flag_wins() {
         3,
         "the flag wins"
     );
+    // SAFETY: as above, no other thread reads the environment.
     unsafe { std::env::remove_var("HARMONY_CLI_TEST_SHOP_REPLICAS") };
 }

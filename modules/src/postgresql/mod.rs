@@ -8,6 +8,10 @@
 //! User guide: `docs/modules/multisite_postgresql.md`.
 
 mod failover;
+#[allow(
+    unreachable_pub,
+    reason = "false positive: KubeSchema with x_kube(validation) copies SitesSpec and MultisitePostgreSQLSpec into a private item that keeps `pub` and drops item attributes; both are re-exported publicly below"
+)]
 mod multisite;
 mod single;
 mod spec;

@@ -43,7 +43,7 @@ pub(super) struct Contents {
 }
 
 impl Contents {
-    pub fn of(objects: &[K8sObject]) -> Self {
+    pub(super) fn of(objects: &[K8sObject]) -> Self {
         Self {
             group_kinds: objects.iter().map(|o| group_kind(o.reference())).collect(),
             namespaces: objects
@@ -53,7 +53,7 @@ impl Contents {
         }
     }
 
-    pub fn union(&self, other: &Self) -> Self {
+    pub(super) fn union(&self, other: &Self) -> Self {
         Self {
             group_kinds: self
                 .group_kinds
@@ -65,7 +65,7 @@ impl Contents {
     }
 
     /// Reads the parent's annotations; a missing parent means an empty set.
-    pub fn from_parent(parent: Option<&K8sObject>) -> Self {
+    pub(super) fn from_parent(parent: Option<&K8sObject>) -> Self {
         let annotation = |key: &str| -> BTreeSet<String> {
             parent
                 .and_then(|p| p.value().pointer("/metadata/annotations"))
@@ -123,7 +123,7 @@ fn slug(owner: &str) -> String {
 }
 
 impl ApplySet {
-    pub fn for_owner(owner: &str) -> Self {
+    pub(super) fn for_owner(owner: &str) -> Self {
         let name = format!("harmony-{}", slug(owner));
         // The id formula is the KEP's: base64url(sha256(<name>.<namespace>.<kind>.<group>)).
         let digest = Sha256::digest(format!("{name}.{PARENT_NAMESPACE}.ConfigMap.").as_bytes());
@@ -139,7 +139,7 @@ impl ApplySet {
     }
 
     /// The member with its ownership labels.
-    pub fn label(&self, object: &K8sObject) -> K8sObject {
+    pub(super) fn label(&self, object: &K8sObject) -> K8sObject {
         object
             .clone()
             .with_label(PART_OF, &self.id)
@@ -147,7 +147,7 @@ impl ApplySet {
     }
 
     /// The parent ConfigMap recording `contents`.
-    pub fn parent_object(
+    pub(super) fn parent_object(
         &self,
         owner: &str,
         contents: &Contents,

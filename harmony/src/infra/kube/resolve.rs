@@ -27,7 +27,7 @@ pub(super) struct KindCache {
 }
 
 impl KindCache {
-    pub async fn resolve(
+    pub(super) async fn resolve(
         &self,
         client: &kube::Client,
         server: &str,
@@ -55,7 +55,7 @@ impl KindCache {
     }
 
     /// Forgets everything, after CRDs change what the server serves.
-    pub async fn clear(&self) {
+    pub(super) async fn clear(&self) {
         self.kinds.lock().await.clear();
     }
 }
