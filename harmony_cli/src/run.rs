@@ -191,7 +191,7 @@ where
     let invalid = maestro.validate(&selection);
     if !invalid.is_empty() {
         for (score, e) in &invalid {
-            console.write_err(&format!("error: Score {score:?}: {e}\n"));
+            console.write_err(&format!("error: Score \"{score}\": {e}\n"));
         }
         return usage(format!(
             "{} Score(s) failed validation; nothing was applied",
@@ -202,13 +202,13 @@ where
     let topology = maestro.topology();
     if topology.mode().changes_infrastructure() && !args.common.yes {
         let question = format!(
-            "Apply {} Score(s) to topology {:?}? This changes live infrastructure.",
+            "Apply {} Score(s) to topology \"{}\"? This changes live infrastructure.",
             selection.len(),
             topology.name()
         );
         if !console.interactive {
             return usage(format!(
-                "this run would change live infrastructure on topology {:?} and needs confirmation, but there is no terminal to ask on; re-run with --yes to confirm (or --plan to only see the changes)",
+                "this run would change live infrastructure on topology \"{}\" and needs confirmation, but there is no terminal to ask on; re-run with --yes to confirm (or --plan to only see the changes)",
                 topology.name()
             ));
         }

@@ -20,12 +20,12 @@ pub(crate) fn filter<T: Topology>(
             "--filter {} matched no Score; known Scores: {}",
             unmatched
                 .iter()
-                .map(|f| format!("{f:?}"))
+                .map(|f| format!("\"{f}\""))
                 .collect::<Vec<_>>()
                 .join(", "),
             names
                 .iter()
-                .map(|n| format!("{n:?}"))
+                .map(|n| format!("\"{n}\""))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));

@@ -32,7 +32,7 @@ pub enum ExampleError {
         id: String,
     },
     /// Not ready in time.
-    #[error("instance {id} still {state} after {waited:?} (last detail: {detail})")]
+    #[error("instance {id} still {state} after {} s (last detail: {detail})", waited.as_secs())]
     Timeout {
         /// The instance.
         id: String,

@@ -53,7 +53,7 @@ pub fn parse_regions(value: &str) -> Result<Vec<RegionId>, FlagError> {
     for name in value.split(',').map(str::trim) {
         let region = RegionId::parse(name).map_err(|e| bad(e.to_string()))?;
         if regions.contains(&region) {
-            return Err(bad(format!("region {name:?} is given twice")));
+            return Err(bad(format!("region \"{name}\" is given twice")));
         }
         regions.push(region);
     }
