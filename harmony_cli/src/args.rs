@@ -1,7 +1,7 @@
 use clap::{ArgAction, ArgMatches, Command, FromArgMatches, ValueEnum};
 use std::path::PathBuf;
 
-use crate::flags::FlagGroups;
+use harmony::domain::flags::FlagGroups;
 
 /// The parsed `harmony_cli` flags: the common ones and the groups the program's topology
 /// offers (a group it does not offer keeps its defaults, as it cannot be given).

@@ -35,7 +35,7 @@ pub use args::{
     Args, BareMetalArgs, ClusterArgs, CommonArgs, NoFlags, OutputFormat, OwnershipArgs,
 };
 pub use console::Console;
-pub use flags::{FlagGroups, TopologyFlags};
+pub use harmony::domain::flags::{FlagGroups, TopologyFlags};
 pub use parse::parse_args;
 pub use report::REPORT_FORMAT_VERSION;
 pub use run::{run, run_args, run_program, run_program_with, run_with};

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use crate::args::Args;
 use crate::console::Console;
-use crate::flags::{FlagGroups, TopologyFlags};
+use harmony::domain::flags::{FlagGroups, TopologyFlags};
+
+use crate::flags::group_of;
 
 /// Exit status of a usage error.
 pub(crate) const EXIT_USAGE: u8 = 2;
@@ -58,7 +60,7 @@ fn not_offered(e: &clap::Error, groups: FlagGroups) -> Option<String> {
         return None;
     };
     let flag = arg.split('=').next().unwrap_or(arg);
-    let (group, _) = FlagGroups::group_of(flag)?;
+    let group = group_of(flag)?;
     let _ = groups;
     Some(format!(
         "{flag} does not apply to this program: it is {group}, which this program's topology does not read; drop {flag} (--help lists the flags it takes)"

@@ -9,11 +9,11 @@ use clap::FromArgMatches;
 
 use crate::args::{Args, NoFlags, OutputFormat};
 use crate::console::Console;
-use crate::flags::TopologyFlags;
 use crate::operator::CliOperator;
 use crate::parse::{EXIT_USAGE, parse_args};
 use crate::report::{Preparation, REPORT_FORMAT_VERSION, RunReport, Summary};
 use crate::{progress, select};
+use harmony::domain::flags::TopologyFlags;
 
 /// Exit status: every Score succeeded or was unchanged.
 const EXIT_OK: u8 = 0;

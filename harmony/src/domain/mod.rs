@@ -3,6 +3,7 @@
 pub mod capability;
 pub mod diff;
 pub mod events;
+pub mod flags;
 pub mod interpret;
 pub mod inventory;
 pub mod maestro;

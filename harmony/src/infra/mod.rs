@@ -16,3 +16,4 @@ pub mod region_site;
 pub mod render;
 pub mod split_plane;
 pub mod tenant_admin;
+mod topology_flags;
