@@ -9,4 +9,11 @@ mod resolve;
 mod topology;
 
 pub use applyset::ownership_record;
+pub use error::describe as describe_error;
 pub use topology::{FIELD_MANAGER, K8sTopology, KubeTarget};
+
+/// Log targets in kube-rs that log every failed request (a refused connection, a TLS failure, a
+/// 5xx answer) at error level, although the same failure comes back as the error Harmony
+/// reports: a program's logger silences them below debug level (`-vv`), so that each failure
+/// is printed once. With `env_logger`: `builder.filter_module(target, LevelFilter::Off)`.
+pub const REPEATING_LOG_TARGETS: &[&str] = &["kube_client::client::builder"];
