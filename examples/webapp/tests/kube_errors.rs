@@ -148,4 +148,23 @@ spec: {policyName: one-replica, validationActions: [Deny]}
         "the fix names the kubeconfig: {line}"
     );
     assert!(!stderr.contains("not-a-real-token"), "{stderr}");
+
+    // A server certificate the kubeconfig does not trust: the verdict, then the fix.
+    let untrusting = kubeconfig(&server, dir.path(), "untrusting", |t| {
+        let kept: Vec<&str> = t
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("certificate-authority-data"))
+            .collect();
+        kept.join("\n")
+    });
+    let (_, stderr) = run(&untrusting);
+    let line = once(&stderr, "set its certificate-authority-data");
+    assert!(
+        line.contains("cannot reach API server https://127.0.0.1:"),
+        "{line}"
+    );
+    assert!(
+        line.contains("invalid peer certificate: UnknownIssuer"),
+        "{line}"
+    );
 }

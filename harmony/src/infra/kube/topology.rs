@@ -188,7 +188,16 @@ fn unready(server: &str, e: &kube::Error) -> String {
             describe(e)
         ),
         kube::Error::Api(_) => format!("API server {server} refused the request: {}", describe(e)),
-        _ => format!("cannot reach API server {server}: {}", describe(e)),
+        _ => {
+            let why = describe(e);
+            // rustls names the verdict (`UnknownIssuer`, `NotValidForName`), not the fix.
+            let fix = if why.contains("invalid peer certificate") {
+                "; the server's certificate is not one the kubeconfig's cluster trusts: set its certificate-authority-data (or certificate-authority) to the CA that signed it"
+            } else {
+                ""
+            };
+            format!("cannot reach API server {server}: {why}{fix}")
+        }
     }
 }
 
