@@ -261,3 +261,47 @@ spec:
     let single = serde_json::to_value(PostgreSQLResource::crd()).unwrap();
     assert_eq!(single["spec"]["names"]["kind"], "PostgreSQL");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_render_that_fails_says_rendering_not_applying() {
+    // A folder where the primary's Cluster manifest should be: the render cannot write it.
+    let out = tempfile::tempdir().unwrap();
+    let blocked = out.path().join(
+        "site-paris/kubernetes/namespaces/tenant-a/cluster.postgresql.cnpg.io_finance-db.yaml",
+    );
+    std::fs::create_dir_all(&blocked).unwrap();
+    let ctx = RunContext {
+        out_dir: out.path().to_path_buf(),
+        ..RunContext::default()
+    };
+    let t: Sites = MultiSiteTopology::new(
+        "t",
+        ["site-paris", "site-newyork"].map(|s| {
+            (
+                s.parse().unwrap(),
+                RenderTopology::from_context(&ctx).with_site(s),
+            )
+        }),
+    );
+    let e = Score::<Sites>::create_interpret(&score())
+        .execute(&Inventory::empty(), &t)
+        .await
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        matches!(e, InterpretError::Capability { .. }),
+        "expected a capability error, got {text}"
+    );
+    assert!(
+        text.contains("rendering the primary for site-paris"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("applying"),
+        "render mode applies nothing: {text}"
+    );
+    assert!(
+        text.contains("cluster.postgresql.cnpg.io_finance-db.yaml"),
+        "the path that failed: {text}"
+    );
+}

@@ -24,6 +24,17 @@ impl ExecutionMode {
     pub fn changes_infrastructure(self) -> bool {
         self == ExecutionMode::Apply
     }
+
+    /// What this mode does with `what` on `site`, in its own words, for progress lines and
+    /// error context: `applying the primary on paris`, `planning the primary on paris` (with
+    /// `--plan`), `rendering the primary for paris` (render mode applies nothing).
+    pub fn acting_on(self, what: &str, site: &str) -> String {
+        match self {
+            ExecutionMode::Apply => format!("applying {what} on {site}"),
+            ExecutionMode::Plan => format!("planning {what} on {site}"),
+            ExecutionMode::Render => format!("rendering {what} for {site}"),
+        }
+    }
 }
 
 impl fmt::Display for ExecutionMode {
@@ -78,5 +89,27 @@ impl Default for RunContext {
             discovery_timeout: None,
             operator: OperatorHandle::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mode_says_what_it_does() {
+        let said = |m: ExecutionMode| m.acting_on("the primary", "site-paris");
+        assert_eq!(
+            said(ExecutionMode::Apply),
+            "applying the primary on site-paris"
+        );
+        assert_eq!(
+            said(ExecutionMode::Plan),
+            "planning the primary on site-paris"
+        );
+        assert_eq!(
+            said(ExecutionMode::Render),
+            "rendering the primary for site-paris"
+        );
     }
 }

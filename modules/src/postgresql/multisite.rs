@@ -592,7 +592,7 @@ where
             .await
             .map_err(|f| {
                 fail(
-                    format!("applying the primary on {}", r.primary_site),
+                    primary.mode().acting_on("the primary", &r.primary_site),
                     &changes,
                     on_site(&r.primary_site, f.applied),
                     f.error,
@@ -604,7 +604,9 @@ where
             .await
             .map_err(|f| {
                 fail(
-                    format!("exposing the primary on {}", r.primary_site),
+                    primary
+                        .mode()
+                        .acting_on("the primary's exposure", &r.primary_site),
                     &changes,
                     on_site(&r.primary_site, f.applied),
                     f.error,
@@ -634,12 +636,13 @@ where
         for (i, name) in r.replica_sites.iter().enumerate() {
             report_progress(format!("replica cluster on {name}"));
             let replica = health::replica_cluster(&r, i);
+            let mode = site(topology, name)?.mode();
             let applied = site(topology, name)?
                 .apply_member(&cluster, name, &role, live.get(name), &owner_cluster)
                 .await
                 .map_err(|f| {
                     fail(
-                        format!("applying the replica on {name}"),
+                        mode.acting_on("the replica", name),
                         &changes,
                         on_site(name, f.applied),
                         f.error,
@@ -652,7 +655,7 @@ where
                     .await
                     .map_err(|f| {
                         fail(
-                            format!("exposing the replica on {name}"),
+                            mode.acting_on("the replica's exposure", name),
                             &changes,
                             on_site(name, f.applied),
                             f.error,

@@ -134,7 +134,7 @@ impl<T: Topology + PostgreSQL + 'static> Interpret<T> for PostgreSQLScore {
             .apply_cluster(&cluster, &owner)
             .await
             .map_err(|f| InterpretError::Capability {
-                action: format!("applying PostgreSQL cluster {}", cluster.name),
+                action: format!("{verb} PostgreSQL cluster {}", cluster.name),
                 applied: f.applied,
                 source: f.error,
             })?;

@@ -256,9 +256,18 @@ async fn real_crd_schema_rejects_an_invalid_cnpg_cluster_naming_the_field() {
     let text = err.to_string();
     assert!(text.contains("spec.instances"), "{text}");
     assert!(
-        text.contains("postgresql.cnpg.io/v1 Cluster db/pg"),
+        text.contains("postgresql.cnpg.io/v1 Cluster db/pg rejected by https://127.0.0.1:"),
         "{text}"
     );
+    // The server's code (it gives no reason for this one), then its message; never kube-rs's
+    // types in debug form.
+    assert!(
+        text.contains(": HTTP 500: failed to create typed patch object"),
+        "{text}"
+    );
+    for debug in ["Status {", "Some(", "\\\""] {
+        assert!(!text.contains(debug), "{debug} in {text}");
+    }
     assert!(
         matches!(err.error, CapabilityError::Rejected { .. }),
         "{err:?}"

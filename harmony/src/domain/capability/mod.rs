@@ -78,7 +78,7 @@ pub enum CapabilityError {
     },
     /// Another field manager owns fields this apply would change.
     #[error(
-        "{object}: fields owned by {manager:?} would change ({fields}); re-run with --force-conflicts to take ownership"
+        "{object}: fields owned by \"{manager}\" would change ({fields}); re-run with --force-conflicts to take ownership"
     )]
     Conflict {
         /// The object.

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use super::applyset::{ApplySet, Contents, PART_OF, split_group_kind};
-use super::error::map;
+use super::error::{describe, map};
 use super::normalize::comparable;
 use super::resolve::ResolvedKind;
 use super::topology::K8sTopology;
@@ -392,7 +392,11 @@ impl K8sTopology {
                     .await
                     .map_err(|e| CapabilityError::Unreachable {
                         server: conn.server.clone(),
-                        reason: format!("listing {gk} owned by {}: {e}", set.parent.name),
+                        reason: format!(
+                            "listing {gk} owned by {}: {}",
+                            set.parent.name,
+                            describe(&e)
+                        ),
                     })?;
                 for item in listed {
                     let r = ObjectRef {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
+use super::error::describe;
 use super::resolve::KindCache;
 use crate::domain::capability::SecretBytes;
 use crate::domain::{ExecutionMode, PreparationError, PreparationOutcome, RunContext, Topology};
@@ -123,11 +124,13 @@ impl K8sTopology {
     async fn load_config(&self) -> Result<Config, String> {
         let mut config = match &self.target {
             KubeTarget::Infer => Config::infer().await.map_err(|e| {
-                format!("no kubeconfig (KUBECONFIG or ~/.kube/config) and not in a cluster: {e}")
+                format!(
+                    "no kubeconfig (KUBECONFIG or ~/.kube/config) and not in a cluster: {}",
+                    describe(&e)
+                )
             })?,
-            KubeTarget::InCluster => {
-                Config::incluster().map_err(|e| format!("in-cluster configuration: {e}"))?
-            }
+            KubeTarget::InCluster => Config::incluster()
+                .map_err(|e| format!("in-cluster configuration: {}", describe(&e)))?,
             KubeTarget::Inline(yaml) => {
                 let text = std::str::from_utf8(yaml.expose())
                     .map_err(|_| "the inline kubeconfig is not UTF-8 text".to_string())?;
@@ -137,7 +140,7 @@ impl K8sTopology {
                 })?;
                 Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
-                    .map_err(|e| format!("inline kubeconfig: {e}"))?
+                    .map_err(|e| format!("inline kubeconfig: {}", describe(&e)))?
             }
             KubeTarget::Kubeconfig { path, context } => {
                 let options = KubeConfigOptions {
@@ -146,14 +149,16 @@ impl K8sTopology {
                 };
                 let (kc, file) = match path {
                     Some(p) => (
-                        Kubeconfig::read_from(p)
-                            .map_err(|e| format!("kubeconfig {}: {e}", p.display()))?,
+                        Kubeconfig::read_from(p).map_err(|e| {
+                            kubeconfig_failure(&format!("kubeconfig {}", p.display()), &e)
+                        })?,
                         p.display().to_string(),
                     ),
                     None => {
                         let file = default_kubeconfig_name();
-                        let kc = Kubeconfig::read()
-                            .map_err(|e| format!("default kubeconfig {file}: {e}"))?;
+                        let kc = Kubeconfig::read().map_err(|e| {
+                            kubeconfig_failure(&format!("default kubeconfig {file}"), &e)
+                        })?;
                         (kc, file)
                     }
                 };
@@ -163,14 +168,45 @@ impl K8sTopology {
                 Config::from_custom_kubeconfig(kc, &options)
                     .await
                     .map_err(|e| match context {
-                        Some(c) => format!("kubeconfig {file}, context {c}: {e}"),
-                        None => format!("kubeconfig {file}: {e}"),
+                        Some(c) => format!("kubeconfig {file}, context {c}: {}", describe(&e)),
+                        None => format!("kubeconfig {file}: {}", describe(&e)),
                     })?
             }
         };
         config.connect_timeout = Some(Duration::from_secs(5));
         config.read_timeout = Some(Duration::from_secs(60));
         Ok(config)
+    }
+}
+
+/// Why the first call to `server` failed: refused credentials and refusals say so (the server
+/// answered); anything else is a connection failure.
+fn unready(server: &str, e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 401 => format!(
+            "API server {server} refused the credentials: {}; check the user's token or client certificate in the kubeconfig (or log in again)",
+            describe(e)
+        ),
+        kube::Error::Api(_) => format!("API server {server} refused the request: {}", describe(e)),
+        _ => {
+            let why = describe(e);
+            // rustls names the verdict (`UnknownIssuer`, `NotValidForName`), not the fix.
+            let fix = if why.contains("invalid peer certificate") {
+                "; the server's certificate is not one the kubeconfig's cluster trusts: set its certificate-authority-data (or certificate-authority) to the CA that signed it"
+            } else {
+                ""
+            };
+            format!("cannot reach API server {server}: {why}{fix}")
+        }
+    }
+}
+
+/// Why the kubeconfig `named` (`kubeconfig /path`, `default kubeconfig ~/.kube/config`) cannot
+/// be loaded, naming the file once.
+fn kubeconfig_failure(named: &str, e: &kube::config::KubeconfigError) -> String {
+    match e {
+        kube::config::KubeconfigError::ReadConfig(io, _) => format!("cannot read {named}: {io}"),
+        other => format!("{named}: {}", describe(other)),
     }
 }
 
@@ -229,11 +265,15 @@ impl Topology for K8sTopology {
         };
         let config = self.load_config().await.map_err(fail)?;
         let server = config.cluster_url.to_string();
-        let client = Client::try_from(config)
-            .map_err(|e| fail(format!("cannot build a client for {server}: {e}")))?;
+        let client = Client::try_from(config).map_err(|e| {
+            fail(format!(
+                "cannot build a client for {server}: {}",
+                describe(&e)
+            ))
+        })?;
         let info = match tokio::time::timeout(READY_TIMEOUT, client.apiserver_version()).await {
             Ok(Ok(info)) => info,
-            Ok(Err(e)) => return Err(fail(format!("cannot reach API server {server}: {e}"))),
+            Ok(Err(e)) => return Err(fail(unready(&server, &e))),
             Err(_) => {
                 return Err(fail(format!(
                     "cannot reach API server {server}: no answer within {}s",
