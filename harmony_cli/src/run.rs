@@ -131,9 +131,15 @@ where
     F: FnOnce(&RunContext) -> Result<(T, Vec<Box<dyn Score<T>>>), E>,
     E: Display,
 {
-    let _ = env_logger::Builder::new()
-        .filter_level(args.log_level())
-        .try_init();
+    let mut logger = env_logger::Builder::new();
+    logger.filter_level(args.log_level());
+    // kube-rs and rustls log each failed request themselves; the report already says it once.
+    if args.log_level() < log::LevelFilter::Debug {
+        for target in harmony::infra::kube::REPEATING_LOG_TARGETS {
+            logger.filter_module(target, log::LevelFilter::Off);
+        }
+    }
+    let _ = logger.try_init();
     let usage = |msg: String| {
         console.write_err(&format!("error: {msg}\n"));
         EXIT_USAGE

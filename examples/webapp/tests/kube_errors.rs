@@ -168,3 +168,36 @@ spec: {policyName: one-replica, validationActions: [Deny]}
         "{line}"
     );
 }
+
+#[test]
+fn an_unreachable_server_is_reported_once_on_stderr_at_every_verbosity() {
+    // Nothing listens on port 1: the connection is refused at once.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: not-a-real-token}\n",
+    )
+    .unwrap();
+    for verbosity in [None, Some("-v")] {
+        let out = Command::new(env!("CARGO_BIN_EXE_example-webapp"))
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .arg("--yes")
+            .args(verbosity)
+            .stdin(Stdio::null())
+            .output()
+            .expect("example binary starts");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        // kube-rs logs the same failure at error level (`failed with error client error
+        // (Connect)`): the program's logger must keep it out below -vv.
+        let line = once(&stderr, "client error (Connect)");
+        assert!(
+            line.contains("cannot reach API server https://127.0.0.1:1/"),
+            "{line}"
+        );
+        assert!(line.contains("Connection refused"), "the cause: {line}");
+        assert!(!stderr.contains("not-a-real-token"), "{stderr}");
+    }
+}
