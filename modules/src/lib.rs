@@ -22,3 +22,35 @@ pub struct MultisitePostgresqlGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/split-plane.md")]
 pub struct SplitPlaneGuide;
+
+/// Compiles the snippets of the Kubernetes Scores guide (`docs/kubernetes-scores.md`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/kubernetes-scores.md")]
+pub struct KubernetesScoresGuide;
+
+/// Compiles the snippet of the live-cluster guide (`docs/kubernetes.md`); it uses only `harmony`.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/kubernetes.md")]
+pub struct KubernetesGuide;
+
+/// Compiles the bootstrap snippet of the multi-region guide (`docs/modules/multi_region.md`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/modules/multi_region.md")]
+pub struct MultiRegionGuide;
+
+/// Compiles the topology snippet of the OKD guide (`docs/modules/okd.md`).
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/modules/okd.md")]
+pub struct OkdGuide;
+
+/// Compiles the `ControlPlaneClient` snippet of the service-providers guide
+/// (`docs/modules/service_providers.md`); it uses `harmony` and `serde_json`, which this crate has.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/modules/service_providers.md")]
+pub struct ServiceProvidersGuide;
+
+/// Compiles ADR 0002's snippets: the capability bound on a Score, and the registration on a
+/// topology without `K8sClient` that must fail with E0277.
+#[cfg(doctest)]
+#[doc = include_str!("../../adr/0002-capabilities-as-traits.md")]
+pub struct CapabilitiesAsTraitsAdr;
