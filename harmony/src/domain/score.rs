@@ -5,11 +5,10 @@ use std::fmt::Debug;
 use super::interpret::Interpret;
 use super::topology::Topology;
 
-/// Intent: what should exist. A Score states the capabilities it needs as bounds on `T`.
-///
-/// ```text
-/// impl<T: Topology + K8sClient> Score<T> for NamespaceScore { ... }
-/// ```
+/// Intent: what should exist. A Score states the capabilities it needs as bounds on `T`:
+/// `harmony_modules`' `NamespaceScore` is `impl<T: Topology + K8sClient> Score<T>`, so it
+/// compiles only with topologies that offer `K8sClient` (README's "Writing a Score" is a whole
+/// example, compiled as a doctest).
 pub trait Score<T: Topology>: Debug + Send + Sync {
     /// A name unique within a run, shown in lists, filters and reports.
     fn name(&self) -> String;
