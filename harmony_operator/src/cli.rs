@@ -54,18 +54,22 @@ struct RunArgs {
     lease_duration_s: u64,
 }
 
+use harmony::infra::kube::describe_error;
+
 async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
-                .map_err(|e| format!("kubeconfig {}: {e}", path.display()))?;
+                .map_err(|e| format!("kubeconfig {}: {}", path.display(), describe_error(&e)))?;
             kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("kubeconfig {}: {}", path.display(), describe_error(&e)))?
         }
-        None => kube::Config::infer().await.map_err(|e| e.to_string())?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("no kubeconfig given and none found: {}", describe_error(&e)))?,
     };
-    kube::Client::try_from(config).map_err(|e| e.to_string())
+    kube::Client::try_from(config).map_err(|e| describe_error(&e))
 }
 
 /// Resolves on SIGTERM (what Kubernetes sends a pod) or Ctrl-C.

@@ -71,7 +71,7 @@ pub enum SiteError {
         reason: String,
     },
     /// The control plane's API server could not be read.
-    #[error("reading sites: {0}")]
+    #[error("reading sites: {}", harmony::infra::kube::describe_error(.0))]
     Api(#[from] kube::Error),
 }
 

@@ -46,7 +46,8 @@ impl KindScopes {
                 ErrorBody::new(
                     code::UNKNOWN_KIND,
                     format!(
-                        "the cluster has no kind {kind} in {api_version} ({e}); install its CustomResourceDefinition first or fix apiVersion/kind"
+                        "the cluster has no kind {kind} in {api_version} ({}); install its CustomResourceDefinition first or fix apiVersion/kind",
+                        harmony::infra::kube::describe_error(&e)
                     ),
                 )
             })?;

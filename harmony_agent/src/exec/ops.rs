@@ -258,8 +258,15 @@ impl Executor {
             .await
             .map_err(|e| body(&e))?;
         let client = t.client().map_err(|e| body(&e))?;
-        let unreachable =
-            |e: kube::Error| ErrorBody::new(code::UNREACHABLE, format!("listing nodes: {e}"));
+        let unreachable = |e: kube::Error| {
+            ErrorBody::new(
+                code::UNREACHABLE,
+                format!(
+                    "listing nodes: {}",
+                    harmony::infra::kube::describe_error(&e)
+                ),
+            )
+        };
         let version = client.apiserver_version().await.map_err(unreachable)?;
         let nodes = kube::Api::<Node>::all(client)
             .list(&Default::default())

@@ -162,7 +162,13 @@ fn kube_error(scope: &ProjectScope, what: &str, e: kube::Error) -> ErrorBody {
             code::REJECTED,
             format!("{context}: {} ({} {})", s.message, s.code, s.reason),
         ),
-        other => ErrorBody::new(code::UNREACHABLE, format!("{context}: {other}")),
+        other => ErrorBody::new(
+            code::UNREACHABLE,
+            format!(
+                "{context}: {}",
+                harmony::infra::kube::describe_error(&other)
+            ),
+        ),
     }
 }
 

@@ -60,17 +60,18 @@ impl RecordStore {
     /// The error for a failed call on record `name`, with the fix.
     fn error(&self, doing: &str, name: &str, e: kube::Error) -> ErrorBody {
         let ns = &self.namespace;
+        let text = harmony::infra::kube::describe_error(&e);
         match &e {
             kube::Error::Api(s) if s.code == 403 => ErrorBody::new(
                 code::FORBIDDEN,
                 format!(
-                    "{doing} request record ConfigMap {ns}/{name}: {e}; the agent keeps one ConfigMap per recent request so a redelivered request is not executed twice: grant its service account get, list, create, patch and delete on configmaps in namespace {ns} (or pass --namespace)"
+                    "{doing} request record ConfigMap {ns}/{name}: {text}; the agent keeps one ConfigMap per recent request so a redelivered request is not executed twice: grant its service account get, list, create, patch and delete on configmaps in namespace {ns} (or pass --namespace)"
                 ),
             ),
             _ => ErrorBody::new(
                 code::UNREACHABLE,
                 format!(
-                    "{doing} request record ConfigMap {ns}/{name}: {e}; the request is not executed without its record, retry when the cluster answers"
+                    "{doing} request record ConfigMap {ns}/{name}: {text}; the request is not executed without its record, retry when the cluster answers"
                 ),
             ),
         }
@@ -101,8 +102,9 @@ impl RecordStore {
             Err(e) => Err(ErrorBody::new(
                 code::FORBIDDEN,
                 format!(
-                    "namespace {} (for the agent's request records) does not exist and could not be created: {e}; create it, or pass --namespace naming an existing one",
-                    self.namespace
+                    "namespace {} (for the agent's request records) does not exist and could not be created: {}; create it, or pass --namespace naming an existing one",
+                    self.namespace,
+                    harmony::infra::kube::describe_error(&e)
                 ),
             )),
         }
@@ -183,10 +185,13 @@ impl RecordStore {
             .labels(&record::selector())
             .limit(PAGE);
         loop {
-            let page = api
-                .list_metadata(&params)
-                .await
-                .map_err(|e| format!("listing request records in {}: {e}", self.namespace))?;
+            let page = api.list_metadata(&params).await.map_err(|e| {
+                format!(
+                    "listing request records in {}: {}",
+                    self.namespace,
+                    harmony::infra::kube::describe_error(&e)
+                )
+            })?;
             for m in &page.items {
                 let finished = m
                     .metadata
@@ -211,7 +216,12 @@ impl RecordStore {
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => pruned += 1,
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(format!("deleting request record {name}: {e}")),
+                Err(e) => {
+                    return Err(format!(
+                        "deleting request record {name}: {}",
+                        harmony::infra::kube::describe_error(&e)
+                    ));
+                }
             }
         }
         Ok(pruned)

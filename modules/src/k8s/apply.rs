@@ -20,7 +20,7 @@ pub async fn apply_objects<T: K8sClient + ?Sized>(
         )
         .await
         .map_err(|f| InterpretError::Capability {
-            action: format!("applying {subject}"),
+            action: topology.apply_progress(subject),
             applied: f.applied,
             source: f.error,
         })?;
