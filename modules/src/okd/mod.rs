@@ -67,7 +67,8 @@ pub fn ignition_file(role: HostRole) -> &'static str {
     }
 }
 
-/// The capabilities an OKD bring-up needs, as one bound.
+/// The capabilities an OKD bring-up needs, as one bound. `HAClusterTopology` implements it; a
+/// topology of your own that offers the seven capabilities adds `impl OkdTopology for X {}`.
 #[diagnostic::on_unimplemented(
     message = "topology `{Self}` cannot bring up OKD on bare metal (`OkdTopology`)",
     label = "this OKD Score needs a bare-metal topology: `HaCluster`, `DhcpServer`, `TftpServer`, `DnsServer`, `HttpServer`, `LoadBalancer` and `HostInventory`",
@@ -86,18 +87,10 @@ pub trait OkdTopology:
 {
 }
 
-impl<T> OkdTopology for T where
-    T: Topology
-        + HaCluster
-        + DhcpServer
-        + TftpServer
-        + DnsServer
-        + HttpServer
-        + LoadBalancer
-        + HostInventory
-        + 'static
-{
-}
+// An explicit impl, not a blanket one over the seven capabilities: pairing an OKD Score with
+// another topology then fails with this one trait's message instead of one error per missing
+// capability. A topology of your own that offers all seven adds `impl OkdTopology for X {}`.
+impl OkdTopology for harmony::infra::okd::HAClusterTopology {}
 
 /// Every phase in order: prepare, bootstrap, control plane, workers, sanity check, report.
 pub fn okd_scores<T: OkdTopology>(
