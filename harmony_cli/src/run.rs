@@ -120,6 +120,10 @@ where
         Ok(parsed) => parsed,
         Err(code) => return code,
     };
+    if let Some(msg) = ownership_without_a_cluster::<T>(&args) {
+        console.write_err(&format!("error: {msg}\n"));
+        return EXIT_USAGE;
+    }
     run_args(args, console, inventory, |ctx| setup(flags, ctx)).await
 }
 
@@ -270,6 +274,24 @@ where
         OutputFormat::Json => console.write_out(&format!("{}\n", report.to_json())),
     }
     report.exit_code
+}
+
+/// `--prune`/`--force-conflicts` on a topology that renders unless a cluster is named: without
+/// `--kubeconfig`/`--context` nothing is live to prune or take over, so the flag would be ignored.
+fn ownership_without_a_cluster<T: TopologyFlags>(args: &Args) -> Option<String> {
+    let flag = if args.ownership.prune {
+        "--prune"
+    } else if args.ownership.force_conflicts {
+        "--force-conflicts"
+    } else {
+        return None;
+    };
+    let cluster_named = args.cluster.kubeconfig.is_some() || args.cluster.context.is_some();
+    (T::FLAGS.cluster && !cluster_named).then(|| {
+        format!(
+            "{flag} acts on live objects, and without --kubeconfig FILE or --context NAME this program renders files; name the cluster, or drop {flag}"
+        )
+    })
 }
 
 fn list<T: Topology>(console: &Console, maestro: &Maestro<T>, format: OutputFormat) {
