@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use harmony::domain::{Inventory, RunContext, Score};
 use harmony::infra::default_topology::DefaultTopology;
 use harmony::infra::multi_site::MultiSiteTopology;
-use harmony_modules::postgresql::{MultisitePostgreSQLScore, PrimarySite, ResourceList};
+use harmony_modules::postgresql::{
+    MIN_MAJOR_FOR_PASSTHROUGH, MultisitePostgreSQLScore, PrimarySite, ResourceList,
+    SUPPORTED_MAJORS,
+};
 
 /// The sites of the example's topology.
 pub const SITES: [&str; 2] = ["site-paris", "site-newyork"];
@@ -49,13 +52,28 @@ pub struct Flags {
     pub pg_version: String,
 }
 
+/// Refuses a `--pg-version` the Score would refuse, naming the flag (the Score's own message
+/// names its `version` field and offers a LoadBalancer exposure the example does not take).
+fn check_pg_version(given: &str, score: &MultisitePostgreSQLScore) -> Result<(), String> {
+    match <MultisitePostgreSQLScore as Score<MultiSiteTopology<DefaultTopology>>>::validate(score) {
+        Err(e) if e.field == "version" => Err(format!(
+            "--pg-version '{given}': {}; fix: give --pg-version {} to {} (a major, or MAJOR.MINOR such as 17.4): the primary is exposed through an OpenShift passthrough Route, which needs 17 or later",
+            e.problem,
+            MIN_MAJOR_FOR_PASSTHROUGH,
+            SUPPORTED_MAJORS.end()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The `example-multisite-postgres` program: renders both sites, or applies them with
 /// `--kubeconfig FILE` (each site is the context named after it).
 pub async fn cli_main() -> ExitCode {
     harmony_cli::run_program(Inventory::empty(), |flags: Flags, ctx: &RunContext| {
+        let score = finance_db(&flags.pg_version);
+        check_pg_version(&flags.pg_version, &score)?;
         let topology = MultiSiteTopology::from_context("finance", &SITES, ctx)?;
-        let scores: Vec<Box<dyn Score<MultiSiteTopology<DefaultTopology>>>> =
-            vec![Box::new(finance_db(&flags.pg_version))];
+        let scores: Vec<Box<dyn Score<MultiSiteTopology<DefaultTopology>>>> = vec![Box::new(score)];
         Ok::<_, String>((topology, scores))
     })
     .await
