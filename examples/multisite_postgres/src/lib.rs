@@ -52,18 +52,29 @@ pub struct Flags {
     pub pg_version: String,
 }
 
-/// Refuses a `--pg-version` the Score would refuse, naming the flag (the Score's own message
-/// names its `version` field and offers a LoadBalancer exposure the example does not take).
+/// Refuses a `--pg-version` the Score would refuse, naming the flag: the Score's message names
+/// its `version` field, and its way out through `exposure` is not a flag of the example.
 fn check_pg_version(given: &str, score: &MultisitePostgreSQLScore) -> Result<(), String> {
-    match <MultisitePostgreSQLScore as Score<MultiSiteTopology<DefaultTopology>>>::validate(score) {
-        Err(e) if e.field == "version" => Err(format!(
-            "--pg-version '{given}': {}; fix: give --pg-version {} to {} (a major, or MAJOR.MINOR such as 17.4): the primary is exposed through an OpenShift passthrough Route, which needs 17 or later",
-            e.problem,
-            MIN_MAJOR_FOR_PASSTHROUGH,
-            SUPPORTED_MAJORS.end()
-        )),
-        _ => Ok(()),
+    let Err(e) =
+        <MultisitePostgreSQLScore as Score<MultiSiteTopology<DefaultTopology>>>::validate(score)
+    else {
+        return Ok(());
+    };
+    if e.field != "version" {
+        return Ok(());
     }
+    let (min, max) = (MIN_MAJOR_FOR_PASSTHROUGH, SUPPORTED_MAJORS.end());
+    let fix = if e.fix.contains("exposure") {
+        format!(
+            "give --pg-version {min} or newer (replicas then connect with sslnegotiation=direct), or, in your own program, set spec.exposure to loadBalancer to expose the primary through a LoadBalancer Service"
+        )
+    } else {
+        format!(
+            "{}; the example takes --pg-version {min} to {max}, as its primary is exposed through an OpenShift passthrough Route",
+            e.fix
+        )
+    };
+    Err(format!("--pg-version '{given}': {}; fix: {fix}", e.problem))
 }
 
 /// The `example-multisite-postgres` program: renders both sites, or applies them with

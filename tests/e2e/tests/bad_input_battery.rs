@@ -151,7 +151,7 @@ macro_rules! pg_version {
             stderr: &[
                 concat!("--pg-version '", $v, "'"),
                 $problem,
-                "give --pg-version 17",
+                "--pg-version 17",
             ],
             ..C
         }
@@ -1442,184 +1442,46 @@ fn url(s: &str) -> Result<(), InvalidValue> {
 
 const LABEL_FIX: &str = "at most 63 lower-case letters, digits or '-'";
 
+// One line per case reads as a table.
+#[rustfmt::skip]
 const VALIDATORS: &[Validator] = &[
     // Namespaces and cluster names (webapp's `webshop`, OKD's cluster name).
-    Validator {
-        parse: label,
-        input: "",
-        kind: "DNS-1123 label",
-        fix: LABEL_FIX,
-    },
-    Validator {
-        parse: label,
-        input: "WebShop",
-        kind: "DNS-1123 label",
-        fix: LABEL_FIX,
-    },
-    Validator {
-        parse: label,
-        input: "-shop",
-        kind: "DNS-1123 label",
-        fix: LABEL_FIX,
-    },
-    Validator {
-        parse: label,
-        input: "shop-",
-        kind: "DNS-1123 label",
-        fix: LABEL_FIX,
-    },
-    Validator {
-        parse: label,
-        input: "web_shop",
-        kind: "DNS-1123 label",
-        fix: LABEL_FIX,
-    },
-    Validator {
-        parse: label,
-        input: "a-label-of-sixty-four-characters-is-one-more-than-dns-allows-xyz",
-        kind: "DNS-1123 label",
-        fix: LABEL_FIX,
-    },
+    Validator { parse: label, input: "", kind: "DNS-1123 label", fix: LABEL_FIX },
+    Validator { parse: label, input: "WebShop", kind: "DNS-1123 label", fix: LABEL_FIX },
+    Validator { parse: label, input: "-shop", kind: "DNS-1123 label", fix: LABEL_FIX },
+    Validator { parse: label, input: "shop-", kind: "DNS-1123 label", fix: LABEL_FIX },
+    Validator { parse: label, input: "web_shop", kind: "DNS-1123 label", fix: LABEL_FIX },
+    Validator { parse: label, input: "a-label-of-sixty-four-characters-is-one-more-than-dns-allows-xyz", kind: "DNS-1123 label", fix: LABEL_FIX },
     // OKD host names and base domain.
-    Validator {
-        parse: host,
-        input: "cp0..example.com",
-        kind: "host name",
-        fix: "e.g. \"cp0.okd.example.com\"",
-    },
-    Validator {
-        parse: host,
-        input: "cp_0.example.com",
-        kind: "host name",
-        fix: "e.g. \"cp0.okd.example.com\"",
-    },
+    Validator { parse: host, input: "cp0..example.com", kind: "host name", fix: "e.g. \"cp0.okd.example.com\"" },
+    Validator { parse: host, input: "cp_0.example.com", kind: "host name", fix: "e.g. \"cp0.okd.example.com\"" },
     // OKD machines' MACs.
-    Validator {
-        parse: mac,
-        input: "52:54:00:zz:00:21",
-        kind: "MAC address",
-        fix: "such as 52:54:00:12:34:56",
-    },
-    Validator {
-        parse: mac,
-        input: "52:54:00:00:21",
-        kind: "MAC address",
-        fix: "such as 52:54:00:12:34:56",
-    },
-    Validator {
-        parse: mac,
-        input: "",
-        kind: "MAC address",
-        fix: "such as 52:54:00:12:34:56",
-    },
+    Validator { parse: mac, input: "52:54:00:zz:00:21", kind: "MAC address", fix: "such as 52:54:00:12:34:56" },
+    Validator { parse: mac, input: "52:54:00:00:21", kind: "MAC address", fix: "such as 52:54:00:12:34:56" },
+    Validator { parse: mac, input: "", kind: "MAC address", fix: "such as 52:54:00:12:34:56" },
     // OKD addresses and network.
-    Validator {
-        parse: ip,
-        input: "192.168.50.256",
-        kind: "IPv4 address",
-        fix: "such as 192.168.10.5",
-    },
-    Validator {
-        parse: ip,
-        input: "192.168.50",
-        kind: "IPv4 address",
-        fix: "such as 192.168.10.5",
-    },
-    Validator {
-        parse: cidr,
-        input: "192.168.50.0",
-        kind: "CIDR",
-        fix: "such as 192.168.10.0/24",
-    },
-    Validator {
-        parse: cidr,
-        input: "192.168.50.0/33",
-        kind: "CIDR",
-        fix: "such as 192.168.10.0/24",
-    },
-    Validator {
-        parse: cidr,
-        input: "300.168.50.0/24",
-        kind: "CIDR",
-        fix: "such as 192.168.10.0/24",
-    },
+    Validator { parse: ip, input: "192.168.50.256", kind: "IPv4 address", fix: "such as 192.168.10.5" },
+    Validator { parse: ip, input: "192.168.50", kind: "IPv4 address", fix: "such as 192.168.10.5" },
+    Validator { parse: cidr, input: "192.168.50.0", kind: "CIDR", fix: "such as 192.168.10.0/24" },
+    Validator { parse: cidr, input: "192.168.50.0/33", kind: "CIDR", fix: "such as 192.168.10.0/24" },
+    Validator { parse: cidr, input: "300.168.50.0/24", kind: "CIDR", fix: "such as 192.168.10.0/24" },
     // Versions.
-    Validator {
-        parse: version,
-        input: "",
-        kind: "version",
-        fix: "1 to 3 dot-separated numbers",
-    },
-    Validator {
-        parse: version,
-        input: "seventeen",
-        kind: "version",
-        fix: "1 to 3 dot-separated numbers",
-    },
-    Validator {
-        parse: version,
-        input: "1.2.3.4",
-        kind: "version",
-        fix: "1 to 3 dot-separated numbers",
-    },
-    Validator {
-        parse: version,
-        input: "17-",
-        kind: "version",
-        fix: "1 to 3 dot-separated numbers",
-    },
+    Validator { parse: version, input: "", kind: "version", fix: "1 to 3 dot-separated numbers" },
+    Validator { parse: version, input: "seventeen", kind: "version", fix: "1 to 3 dot-separated numbers" },
+    Validator { parse: version, input: "1.2.3.4", kind: "version", fix: "1 to 3 dot-separated numbers" },
+    Validator { parse: version, input: "17-", kind: "version", fix: "1 to 3 dot-separated numbers" },
     // Sites and regions.
-    Validator {
-        parse: region,
-        input: "EU-West",
-        kind: "region id",
-        fix: LABEL_FIX,
-    },
-    Validator {
-        parse: region,
-        input: "eu west",
-        kind: "region id",
-        fix: LABEL_FIX,
-    },
+    Validator { parse: region, input: "EU-West", kind: "region id", fix: LABEL_FIX },
+    Validator { parse: region, input: "eu west", kind: "region id", fix: LABEL_FIX },
     // Machine ids (OKD inventory, roles files).
-    Validator {
-        parse: id,
-        input: "rack 14",
-        kind: "id",
-        fix: "1 to 128 characters of letters, digits",
-    },
-    Validator {
-        parse: id,
-        input: "",
-        kind: "id",
-        fix: "1 to 128 characters of letters, digits",
-    },
+    Validator { parse: id, input: "rack 14", kind: "id", fix: "1 to 128 characters of letters, digits" },
+    Validator { parse: id, input: "", kind: "id", fix: "1 to 128 characters of letters, digits" },
     // Sizes (PostgreSQL storage, quotas).
-    Validator {
-        parse: quantity,
-        input: "10GB",
-        kind: "quantity",
-        fix: "such as \"10Gi\"",
-    },
-    Validator {
-        parse: quantity,
-        input: "ten",
-        kind: "quantity",
-        fix: "such as \"10Gi\"",
-    },
+    Validator { parse: quantity, input: "10GB", kind: "quantity", fix: "such as \"10Gi\"" },
+    Validator { parse: quantity, input: "ten", kind: "quantity", fix: "such as \"10Gi\"" },
     // Control-plane URLs.
-    Validator {
-        parse: url,
-        input: "cp.example.com",
-        kind: "URL",
-        fix: "such as https://cp.example.com:443/path",
-    },
-    Validator {
-        parse: url,
-        input: "https://",
-        kind: "URL",
-        fix: "such as https://cp.example.com:443/path",
-    },
+    Validator { parse: url, input: "cp.example.com", kind: "URL", fix: "such as https://cp.example.com:443/path" },
+    Validator { parse: url, input: "https://", kind: "URL", fix: "such as https://cp.example.com:443/path" },
 ];
 
 /// Each validator case that did not refuse its input naming the kind of value and the fix.
