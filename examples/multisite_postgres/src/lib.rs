@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use harmony::domain::{Inventory, RunContext, Score};
 use harmony::infra::default_topology::DefaultTopology;
 use harmony::infra::multi_site::MultiSiteTopology;
-use harmony_modules::postgresql::{MultisitePostgreSQLScore, PrimarySite, ResourceList};
+use harmony_modules::postgresql::{
+    MIN_MAJOR_FOR_PASSTHROUGH, MultisitePostgreSQLScore, PrimarySite, ResourceList,
+    SUPPORTED_MAJORS,
+};
 
 /// The sites of the example's topology.
 pub const SITES: [&str; 2] = ["site-paris", "site-newyork"];
@@ -49,13 +52,39 @@ pub struct Flags {
     pub pg_version: String,
 }
 
+/// Refuses a `--pg-version` the Score would refuse, naming the flag: the Score's message names
+/// its `version` field, and its way out through `exposure` is not a flag of the example.
+fn check_pg_version(given: &str, score: &MultisitePostgreSQLScore) -> Result<(), String> {
+    let Err(e) =
+        <MultisitePostgreSQLScore as Score<MultiSiteTopology<DefaultTopology>>>::validate(score)
+    else {
+        return Ok(());
+    };
+    if e.field != "version" {
+        return Ok(());
+    }
+    let (min, max) = (MIN_MAJOR_FOR_PASSTHROUGH, SUPPORTED_MAJORS.end());
+    let fix = if e.fix.contains("exposure") {
+        format!(
+            "give --pg-version {min} or newer (replicas then connect with sslnegotiation=direct), or, in your own program, set spec.exposure to loadBalancer to expose the primary through a LoadBalancer Service"
+        )
+    } else {
+        format!(
+            "{}; the example takes --pg-version {min} to {max}, as its primary is exposed through an OpenShift passthrough Route",
+            e.fix
+        )
+    };
+    Err(format!("--pg-version '{given}': {}; fix: {fix}", e.problem))
+}
+
 /// The `example-multisite-postgres` program: renders both sites, or applies them with
 /// `--kubeconfig FILE` (each site is the context named after it).
 pub async fn cli_main() -> ExitCode {
     harmony_cli::run_program(Inventory::empty(), |flags: Flags, ctx: &RunContext| {
+        let score = finance_db(&flags.pg_version);
+        check_pg_version(&flags.pg_version, &score)?;
         let topology = MultiSiteTopology::from_context("finance", &SITES, ctx)?;
-        let scores: Vec<Box<dyn Score<MultiSiteTopology<DefaultTopology>>>> =
-            vec![Box::new(finance_db(&flags.pg_version))];
+        let scores: Vec<Box<dyn Score<MultiSiteTopology<DefaultTopology>>>> = vec![Box::new(score)];
         Ok::<_, String>((topology, scores))
     })
     .await

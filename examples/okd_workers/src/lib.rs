@@ -2,6 +2,7 @@
 //! and two workers whose machines (MACs) are declared in the program, so it renders the
 //! dnsmasq, haproxy and iPXE files on any machine without discovery.
 
+use clap::builder::TypedValueParser as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -89,6 +90,18 @@ pub fn scores<T: OkdTopology>(install: &OkdInstallation) -> Vec<Box<dyn Score<T>
     ]
 }
 
+/// Refuses an `--ignition-dir` without the ignition files, naming the flag (the Score's own
+/// message names its `ignition_dir` field, which a user of the example does not set).
+fn check_ignition_dir(install: &OkdInstallation) -> Result<(), String> {
+    let prepare = OkdPrepareScore::new(install.clone());
+    match <OkdPrepareScore as Score<HAClusterTopology>>::validate(&prepare) {
+        Err(e) if e.field == "ignition_dir" => {
+            Err(format!("--ignition-dir: {}; fix: {}", e.problem, e.fix))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The example's own flags; each falls back on an environment variable.
 #[derive(Debug, Clone, clap::Args)]
 #[command(
@@ -97,7 +110,9 @@ pub fn scores<T: OkdTopology>(install: &OkdInstallation) -> Vec<Box<dyn Score<T>
 pub struct Flags {
     /// The folder `openshift-install create ignition-configs --dir DIR` wrote the ignition files
     /// into; required with --apply.
-    #[arg(long, value_name = "DIR", env = "HARMONY_OKD_IGNITION_DIR")]
+    // An empty value gets through clap (which refuses an empty path) so that an empty
+    // variable counts as unset, as docs/cli.md says.
+    #[arg(long, value_name = "DIR", env = "HARMONY_OKD_IGNITION_DIR", value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from))]
     pub ignition_dir: Option<PathBuf>,
 
     /// The folder Harmony owns on this machine with --apply (dnsmasq/, haproxy/, http/ and the
@@ -106,7 +121,8 @@ pub struct Flags {
         long,
         value_name = "DIR",
         env = "HARMONY_OKD_SERVICES_DIR",
-        default_value = "/var/lib/harmony/okd"
+        default_value = "/var/lib/harmony/okd",
+        value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
     )]
     pub services_dir: PathBuf,
 }
@@ -125,7 +141,7 @@ pub async fn cli_main() -> ExitCode {
         // An empty environment variable counts as unset.
         flags.ignition_dir = flags.ignition_dir.filter(|d| !d.as_os_str().is_empty());
         if flags.services_dir.as_os_str().is_empty() {
-            return Err("--services-dir: empty (HARMONY_OKD_SERVICES_DIR is set but empty); give the folder Harmony owns, or unset the variable for the default /var/lib/harmony/okd".to_string());
+            return Err("--services-dir: empty (given as \"\", or HARMONY_OKD_SERVICES_DIR is set but empty); give the folder Harmony owns, or leave --services-dir out and unset the variable for the default /var/lib/harmony/okd".to_string());
         }
         if ctx.apply && flags.ignition_dir.is_none() {
             return Err(
@@ -137,6 +153,7 @@ pub async fn cli_main() -> ExitCode {
             ignition_dir: flags.ignition_dir,
             ..OkdInstallation::default()
         };
+        check_ignition_dir(&install)?;
         let services = BareMetalServices {
             dir: flags.services_dir,
             ..BareMetalServices::default()

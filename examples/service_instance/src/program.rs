@@ -1,8 +1,9 @@
 //! The program: flags, the control-plane client, create and wait, print the record.
 
 use clap::Parser;
-use harmony::infra::agent::{ControlPlaneClient, NewService};
+use harmony::infra::agent::{ControlPlaneClient, ControlPlaneError, NewService};
 use harmony_agent_protocol::SecretString;
+use harmony_types::{Dns1123Label, RegionId};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -34,19 +35,53 @@ struct Args {
     wait_s: u64,
 }
 
+/// Checks the flags that need no network (the service type, the region, the token and CA
+/// files, the URL) and builds the client, so a bad value is refused before anything is sent.
+/// Errors name the flag and the fix, never the token.
 fn client(args: &Args) -> Result<ControlPlaneClient, String> {
-    let token = std::fs::read_to_string(&args.admin_token_file).map_err(|e| {
-        format!(
-            "--admin-token-file {}: {e}",
-            args.admin_token_file.display()
-        )
+    if let Err(e) = Dns1123Label::parse(&args.service_type) {
+        return Err(format!(
+            "--type: {e}; give the service type, such as --type container (or postgresql, vm, or a type a registered provider serves)"
+        ));
+    }
+    if let Some(region) = &args.region
+        && let Err(e) = RegionId::parse(region)
+    {
+        return Err(format!(
+            "--region: {e}; give a region name of the control plane, such as --region eu-west, or leave --region out to let the control plane choose"
+        ));
+    }
+    let file = args.admin_token_file.display();
+    let token = std::fs::read(&args.admin_token_file).map_err(|e| {
+        format!("--admin-token-file: cannot read {file}: {e}; give --admin-token-file a readable file whose first line is the admin token")
     })?;
-    let token = SecretString::new(token.lines().next().unwrap_or("").trim());
+    let token = String::from_utf8_lossy(&token);
+    let token = token.lines().next().unwrap_or("").trim();
+    if token.is_empty() {
+        return Err(format!(
+            "--admin-token-file: {file}'s first line is empty; write the admin token on the file's first line"
+        ));
+    }
     let ca = match &args.ca {
-        Some(p) => Some(std::fs::read(p).map_err(|e| format!("--ca {}: {e}", p.display()))?),
+        Some(p) => Some(std::fs::read(p).map_err(|e| {
+            format!(
+                "--ca: cannot read {}: {e}; give --ca the PEM file of the CA that signs the control plane's certificate",
+                p.display()
+            )
+        })?),
         None => None,
     };
-    ControlPlaneClient::new(&args.control_plane, token, ca.as_deref()).map_err(|e| e.to_string())
+    ControlPlaneClient::new(&args.control_plane, SecretString::new(token), ca.as_deref()).map_err(
+        |e| match e {
+            ControlPlaneError::Config {
+                field: "ca bundle",
+                problem,
+            } => format!(
+                "--ca: {problem}; the file is the CA that signs the control plane's certificate"
+            ),
+            e => format!("--control-plane: {e}; give the control plane as https://HOST:PORT"),
+        },
+    )
 }
 
 /// The `example-service-instance` program (its `main`).
@@ -55,11 +90,15 @@ pub async fn cli_main() -> ExitCode {
     let spec = match serde_json::from_str::<serde_json::Value>(&args.spec) {
         Ok(v) if v.is_object() => v,
         Ok(_) => {
-            eprintln!("error: --spec must be a JSON object, e.g. '{{\"image\":\"nginx:1.27\"}}'");
+            eprintln!(
+                "error: --spec must be a JSON object (the provider's fields), e.g. '{{\"image\":\"nginx:1.27\"}}'"
+            );
             return ExitCode::from(2);
         }
         Err(e) => {
-            eprintln!("error: --spec is not JSON: {e}");
+            eprintln!(
+                "error: --spec is not JSON: {e}; give a JSON object, e.g. '{{\"image\":\"nginx:1.27\"}}' (quoted for the shell)"
+            );
             return ExitCode::from(2);
         }
     };

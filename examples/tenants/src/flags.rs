@@ -1,6 +1,7 @@
 //! The example's own flags, parsed with the `harmony_cli` flags by `harmony_cli::parse_args`:
 //! `--control-plane URL`, `--admin-token-file FILE`, `--ca-file FILE`, `--regions LIST`.
 
+use clap::builder::TypedValueParser as _;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -45,7 +46,14 @@ pub struct Flags {
     #[arg(long, value_name = "URL", env = "HARMONY_CP_URL")]
     pub control_plane: Option<String>,
     /// File whose first line is the admin token.
-    #[arg(long, value_name = "FILE", env = "HARMONY_ADMIN_TOKEN_FILE")]
+    // An empty value gets through clap (which refuses an empty path) so that an empty
+    // variable counts as unset.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "HARMONY_ADMIN_TOKEN_FILE",
+        value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
+    )]
     pub admin_token_file: Option<PathBuf>,
     /// CA bundle (PEM) of the control plane's certificate (system roots otherwise).
     #[arg(long, value_name = "FILE")]
