@@ -8,13 +8,19 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
 }
 
-/// The ```toml block of README's "Using Harmony from your own crate" section.
-fn readme_toml() -> toml::Table {
+/// README's "Using Harmony from your own crate" section, up to the next section.
+fn readme_section() -> String {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let section = readme
         .split("## Using Harmony from your own crate")
         .nth(1)
         .expect("README has a \"Using Harmony from your own crate\" section");
+    section.split("\n## ").next().unwrap().to_string()
+}
+
+/// The ```toml block of README's "Using Harmony from your own crate" section.
+fn readme_toml() -> toml::Table {
+    let section = readme_section();
     let block = section
         .split("```toml\n")
         .nth(1)
@@ -64,5 +70,58 @@ fn readme_cargo_lines_name_the_workspace_packages_edition_and_minimum_rust() {
         .collect();
     for needed in ["macros", "rt-multi-thread"] {
         assert!(features.contains(&needed), "tokio needs {needed}");
+    }
+}
+
+fn manifest(folder: &str) -> toml::Table {
+    std::fs::read_to_string(root().join(folder).join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The README's optional profile is the workspace's: a user who copies it gets the cold build
+/// docs/benchmarks.md measures.
+#[test]
+fn readme_profile_is_the_workspace_profile() {
+    let readme = readme_toml();
+    let workspace = manifest(".");
+    assert_eq!(
+        readme.get("profile"),
+        workspace.get("profile"),
+        "README's [profile.dev] lines differ from the workspace Cargo.toml's"
+    );
+}
+
+/// Every Cargo feature of `harmony` and `harmony_modules` is named in the section (so a user can
+/// find the one a module needs), and every feature the section enables exists.
+#[test]
+fn readme_names_every_cargo_feature_and_only_real_ones() {
+    let section = readme_section();
+    for (folder, package) in [("harmony", "harmony"), ("modules", "harmony_modules")] {
+        let features = manifest(folder)["features"].as_table().unwrap().clone();
+        for name in features.keys().filter(|n| n.as_str() != "default") {
+            assert!(
+                section.contains(&format!("`{name}`")),
+                "{package}'s feature `{name}` is not named in README's \"Using Harmony from your own crate\""
+            );
+        }
+        // `package = { path = "...", features = ["a", "b"] }` anywhere in the section.
+        for line in section.split(&format!("{package} = {{")).skip(1) {
+            let Some(list) = line
+                .split('}')
+                .next()
+                .and_then(|dep| dep.split("features = [").nth(1))
+                .and_then(|rest| rest.split(']').next())
+            else {
+                continue;
+            };
+            for name in list.split(',').map(|f| f.trim().trim_matches('"')) {
+                assert!(
+                    features.contains_key(name),
+                    "README enables {package} feature \"{name}\", which {folder}/Cargo.toml does not define"
+                );
+            }
+        }
     }
 }

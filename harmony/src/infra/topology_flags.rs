@@ -2,14 +2,18 @@
 //! these and refuses the others.
 
 use crate::domain::flags::{FlagGroups, TopologyFlags};
+#[cfg(feature = "agent")]
 use crate::infra::agent::AgentTopology;
 use crate::infra::either::EitherTopology;
 use crate::infra::kube::K8sTopology;
 use crate::infra::multi_site::MultiSiteTopology;
+#[cfg(feature = "okd")]
 use crate::infra::okd::HAClusterTopology;
+#[cfg(feature = "agent")]
 use crate::infra::region_site::RegionSiteTopology;
 use crate::infra::render::RenderTopology;
 use crate::infra::split_plane::SplitPlaneTopology;
+#[cfg(feature = "agent")]
 use crate::infra::tenant_admin::TenantAdminTopology;
 
 impl TopologyFlags for RenderTopology {
@@ -20,10 +24,12 @@ impl TopologyFlags for K8sTopology {
     const FLAGS: FlagGroups = FlagGroups::KUBERNETES;
 }
 
+#[cfg(feature = "okd")]
 impl TopologyFlags for HAClusterTopology {
     const FLAGS: FlagGroups = FlagGroups::BARE_METAL;
 }
 
+#[cfg(feature = "agent")]
 impl TopologyFlags for AgentTopology {
     // Ops go through the control plane: no kubeconfig, but --prune and --force-conflicts travel.
     const FLAGS: FlagGroups = FlagGroups {
@@ -32,6 +38,7 @@ impl TopologyFlags for AgentTopology {
     };
 }
 
+#[cfg(feature = "agent")]
 impl<A> TopologyFlags for TenantAdminTopology<A> {
     const FLAGS: FlagGroups = FlagGroups::RENDER;
 }
@@ -48,6 +55,7 @@ impl<C: TopologyFlags, D: TopologyFlags> TopologyFlags for SplitPlaneTopology<C,
     const FLAGS: FlagGroups = C::FLAGS.union(D::FLAGS);
 }
 
+#[cfg(feature = "agent")]
 impl<S: TopologyFlags, A> TopologyFlags for RegionSiteTopology<S, A> {
     const FLAGS: FlagGroups = S::FLAGS;
 }
