@@ -116,7 +116,8 @@ pub struct BareMetalArgs {
     pub roles: Option<PathBuf>,
 
     /// How long to wait for hosts to be discovered (seconds).
-    #[arg(long, value_name = "SECONDS")]
+    // allow_hyphen_values: `-1` reaches the value parser, whose error names the flag.
+    #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
     pub discovery_timeout: Option<u64>,
 }
 

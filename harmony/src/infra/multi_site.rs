@@ -55,6 +55,9 @@ impl MultiSiteTopology<DefaultTopology> {
             ));
         }
         let live = ctx.kubeconfig.is_some();
+        if let Some(path) = &ctx.kubeconfig {
+            missing_site_contexts(path, site_names)?;
+        }
         let mut sites = Vec::new();
         for site in site_names {
             let label = Dns1123Label::parse(site).map_err(|e| format!("site name: {e}"))?;
@@ -71,6 +74,35 @@ impl MultiSiteTopology<DefaultTopology> {
         }
         Ok(Self::new(name, sites).with_operator(ctx.operator.clone()))
     }
+}
+
+/// Fails naming the sites whose context the kubeconfig at `path` lacks. A file that cannot be
+/// read passes here: the site's topology reports it, naming the file.
+fn missing_site_contexts(path: &std::path::Path, site_names: &[&str]) -> Result<(), String> {
+    let Ok(kc) = kube::config::Kubeconfig::read_from(path) else {
+        return Ok(());
+    };
+    let missing: Vec<&str> = site_names
+        .iter()
+        .copied()
+        .filter(|site| !kc.contexts.iter().any(|c| c.name == *site))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let has: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+    let has = if has.is_empty() {
+        "it has none".to_string()
+    } else {
+        format!("it has: {}", has.join(", "))
+    };
+    Err(format!(
+        "--kubeconfig {}: no context named {} ({has}); each site is reached through the context named after it; fix: add contexts named {} to the file (e.g. `kubectl config rename-context OLD {}`)",
+        path.display(),
+        missing.join(", "),
+        site_names.join(", "),
+        missing[0]
+    ))
 }
 
 impl<S: Topology> MultiSite for MultiSiteTopology<S> {

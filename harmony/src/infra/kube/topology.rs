@@ -150,14 +150,22 @@ impl K8sTopology {
                 let (kc, file) = match path {
                     Some(p) => (
                         Kubeconfig::read_from(p).map_err(|e| {
-                            kubeconfig_failure(&format!("kubeconfig {}", p.display()), &e)
+                            kubeconfig_failure(
+                                &format!("--kubeconfig {}", p.display()),
+                                &e,
+                                "give --kubeconfig a kubeconfig file (`kubectl config view --raw` prints one)",
+                            )
                         })?,
                         p.display().to_string(),
                     ),
                     None => {
                         let file = default_kubeconfig_name();
                         let kc = Kubeconfig::read().map_err(|e| {
-                            kubeconfig_failure(&format!("default kubeconfig {file}"), &e)
+                            kubeconfig_failure(
+                                &format!("default kubeconfig {file}"),
+                                &e,
+                                "pass --kubeconfig FILE, or set KUBECONFIG to the kubeconfig's path",
+                            )
                         })?;
                         (kc, file)
                     }
@@ -169,6 +177,10 @@ impl K8sTopology {
                     .await
                     .map_err(|e| match context {
                         Some(c) => format!("kubeconfig {file}, context {c}: {}", describe(&e)),
+                        None if kc_has_no_current_context(&e) => format!(
+                            "{} {file}: no current context (an empty file has none); fix: set current-context in the file, or pass --context NAME",
+                            if path.is_some() { "--kubeconfig" } else { "default kubeconfig" }
+                        ),
                         None => format!("kubeconfig {file}: {}", describe(&e)),
                     })?
             }
@@ -203,11 +215,19 @@ fn unready(server: &str, e: &kube::Error) -> String {
 
 /// Why the kubeconfig `named` (`kubeconfig /path`, `default kubeconfig ~/.kube/config`) cannot
 /// be loaded, naming the file once.
-fn kubeconfig_failure(named: &str, e: &kube::config::KubeconfigError) -> String {
+fn kubeconfig_failure(named: &str, e: &kube::config::KubeconfigError, fix: &str) -> String {
     match e {
-        kube::config::KubeconfigError::ReadConfig(io, _) => format!("cannot read {named}: {io}"),
-        other => format!("{named}: {}", describe(other)),
+        kube::config::KubeconfigError::ReadConfig(io, _) => {
+            format!("cannot read {named}: {io}; fix: {fix}")
+        }
+        other => format!("{named}: {}; fix: {fix}", describe(other)),
     }
+}
+
+/// kube-rs's "failed to determine current context": an empty kubeconfig, or one without
+/// `current-context`.
+fn kc_has_no_current_context(e: &kube::config::KubeconfigError) -> bool {
+    matches!(e, kube::config::KubeconfigError::CurrentContextNotSet)
 }
 
 /// How the default kubeconfig is named in messages: `$KUBECONFIG` (with its value) or

@@ -93,6 +93,16 @@ pub enum HaClusterError {
     /// The inventory cannot be opened.
     #[error("inventory: {0}")]
     Inventory(#[from] CapabilityError),
+    /// The `--inventory` file given to render or plan from cannot be read.
+    #[error(
+        "--inventory {path}: {problem}; fix: give --inventory the inventory.sqlite Harmony's discovery keeps in the services folder, or leave it out to render from the declared hosts"
+    )]
+    InventoryFile {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 /// An HA cluster on bare metal and the services that bring it up.
@@ -258,16 +268,14 @@ impl HAClusterTopology {
 }
 
 fn copy_into_memory(path: &std::path::Path) -> Result<SqliteInventory, HaClusterError> {
+    let unusable = |problem: String| HaClusterError::InventoryFile {
+        path: path.display().to_string(),
+        problem,
+    };
     if !path.is_file() {
-        return Err(HaClusterError::Inventory(CapabilityError::Io {
-            path: path.display().to_string(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "no inventory file here; check --inventory, or leave it out to render from the declared hosts",
-            ),
-        }));
+        return Err(unusable("no such file".into()));
     }
-    let file = SqliteInventory::open(path)?;
+    let file = SqliteInventory::open(path).map_err(|e| unusable(sqlite_problem(&e)))?;
     let memory = SqliteInventory::in_memory()?;
     let run = async {
         for h in file.known_hosts().await? {
@@ -281,8 +289,16 @@ fn copy_into_memory(path: &std::path::Path) -> Result<SqliteInventory, HaCluster
         }
         Ok::<_, CapabilityError>(())
     };
-    futures::executor::block_on(run)?;
+    futures::executor::block_on(run).map_err(|e| unusable(sqlite_problem(&e)))?;
     Ok(memory)
+}
+
+/// What SQLite said, without the wrapper that names the file again.
+fn sqlite_problem(e: &CapabilityError) -> String {
+    match e {
+        CapabilityError::Rejected { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
 }
 
 #[async_trait]

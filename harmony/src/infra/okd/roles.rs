@@ -78,11 +78,12 @@ pub fn parse_roles_file(
             .iter()
             .find(|d| d.host == host || (e.logical.is_some() && d.logical == e.logical))
         {
+            let also = match &prev.logical {
+                Some(logical) => format!("{} {logical}", prev.role),
+                None => prev.role.to_string(),
+            };
             return Err(err(format!(
-                "{at}: {} is declared twice (also as {} {})",
-                host,
-                prev.role,
-                prev.logical.as_ref().map(|l| l.as_str()).unwrap_or("")
+                "{at}: {host} is declared twice (also as {also}); keep one entry per host"
             )));
         }
         out.push(DeclaredRole {
