@@ -97,7 +97,10 @@ pub enum CapabilityError {
         reason: String,
     },
     /// A wait ran out of time.
-    #[error("timed out after {} waiting for {waited_for} (last seen: {last_seen})", seconds(after))]
+    #[error(
+        "timed out after {} waiting for {waited_for} (last seen: {last_seen})",
+        seconds(after)
+    )]
     Timeout {
         /// What was awaited, e.g. "condition Available=True on apps/v1 Deployment shop/web".
         waited_for: String,
@@ -177,7 +180,7 @@ pub enum CapabilityError {
 }
 
 /// A duration as a person reads it in a message: `30s`, `1.5s`.
-fn seconds(d: &Duration) -> String {
+pub(crate) fn seconds(d: &Duration) -> String {
     if d.subsec_millis() == 0 {
         format!("{}s", d.as_secs())
     } else {

@@ -42,7 +42,10 @@ pub enum ControlPlaneError {
         error: Box<ApiError>,
     },
     /// No answer in time.
-    #[error("{what}: no answer from the control plane within {after:?}")]
+    #[error(
+        "{what}: no answer from the control plane within {}",
+        crate::domain::capability::seconds(after)
+    )]
     Timeout {
         /// What was asked.
         what: String,

@@ -27,7 +27,10 @@ pub enum DaemonError {
         output: String,
     },
     /// The daemon did not exit after being asked to.
-    #[error("{binary} (pid {pid}) did not stop within {after:?}")]
+    #[error(
+        "{binary} (pid {pid}) did not stop within {}",
+        crate::domain::capability::seconds(after)
+    )]
     DidNotStop {
         /// The binary.
         binary: String,

@@ -258,7 +258,10 @@ pub async fn read_sql(
     };
     match tokio::time::timeout(timeout, work).await {
         Ok(r) => r.map_err(fail),
-        Err(_) => Err(fail(format!("no answer within {timeout:?}"))),
+        Err(_) => Err(fail(format!(
+            "no answer within {}",
+            crate::domain::capability::seconds(&timeout)
+        ))),
     }
 }
 

@@ -213,7 +213,11 @@ impl Haproxy {
             if start.elapsed() > WAIT {
                 return Err(CapabilityError::Unreachable {
                     server: "haproxy".into(),
-                    reason: format!("no new pid in {} within {WAIT:?}", daemon.pidfile.display()),
+                    reason: format!(
+                        "no new pid in {} within {}",
+                        daemon.pidfile.display(),
+                        crate::domain::capability::seconds(&WAIT)
+                    ),
                 });
             }
             std::thread::sleep(Duration::from_millis(50));
