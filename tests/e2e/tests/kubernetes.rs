@@ -623,3 +623,132 @@ async fn prune_removes_only_owned_objects_no_longer_declared() {
         "{again:#?}"
     );
 }
+
+/// Applies three ConfigMaps to `ns` (one LIST covers them), then again unchanged, then with one
+/// changed, and returns the three reports.
+async fn three_applies(k8s: &K8sTopology, ns: &str) -> Vec<Vec<ObjectChange>> {
+    let declared = |second: &str| {
+        vec![
+            config_map(ns, "a", "1"),
+            config_map(ns, "b", second),
+            config_map(ns, "c", "1"),
+        ]
+    };
+    let mut reports = Vec::new();
+    for objects in [declared("1"), declared("1"), declared("2")] {
+        let report = k8s.apply(&objects, &ApplyOptions::default()).await;
+        reports.push(report.unwrap_or_else(|e| panic!("applying to {ns}: {}", e.error)));
+    }
+    reports
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_report_is_the_same_whether_live_state_is_listed_or_read_one_by_one() {
+    let server = start();
+    let work = tempfile::tempdir().unwrap();
+    // A ServiceAccount that may get, create and patch ConfigMaps but not list them, as the
+    // agent's least-privilege roles allow for some kinds: apply falls back to a GET per object.
+    harmony_e2e::agent_rbac::apply_as_admin(
+        &server,
+        work.path(),
+        &[
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "listed"}}),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "unlisted"}}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "applier", "namespace": "unlisted"}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": "no-list", "namespace": "unlisted"},
+                   "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                              "verbs": ["get", "create", "patch"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": "applier", "namespace": "unlisted"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                               "name": "no-list"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "applier",
+                                 "namespace": "unlisted"}]}),
+            // Apply reads the namespaces its objects use, to create missing ones first.
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": "applier-namespaces"},
+                   "rules": [{"apiGroups": [""], "resources": ["namespaces"],
+                              "verbs": ["get"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "applier-namespaces"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "applier-namespaces"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "applier",
+                                 "namespace": "unlisted"}]}),
+        ],
+    )
+    .unwrap();
+    let kubeconfig = harmony_e2e::agent_rbac::impersonating_kubeconfig(
+        &server,
+        work.path(),
+        "unlisted",
+        "applier",
+    )
+    .unwrap();
+    let no_list = K8sTopology::new(
+        "no-list",
+        KubeTarget::Kubeconfig {
+            path: Some(kubeconfig),
+            context: None,
+        },
+        &RunContext::default(),
+    );
+    no_list.ensure_ready().await.unwrap();
+    let refused = server.kubectl(&[
+        "auth",
+        "can-i",
+        "list",
+        "configmaps",
+        "-n",
+        "unlisted",
+        "--as",
+        "system:serviceaccount:unlisted:applier",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&refused.stdout).trim(), "no");
+
+    let admin = ready(&server, false).await;
+    let listed = three_applies(&admin, "listed").await;
+    let fetched = three_applies(&no_list, "unlisted").await;
+    let shape = |reports: &[Vec<ObjectChange>]| -> Vec<Vec<(String, ChangeAction, Vec<String>)>> {
+        reports
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|c| {
+                        let name = c.object.rsplit('/').next().unwrap_or_default().to_string();
+                        let diff = c
+                            .diff
+                            .iter()
+                            .map(|d| format!("{} {:?} -> {:?}", d.path, d.old, d.new))
+                            .collect();
+                        (name, c.action, diff)
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let expected = |action: ChangeAction| {
+        ["a", "b", "c"]
+            .map(|n| (n.to_string(), action, Vec::new()))
+            .to_vec()
+    };
+    let mut third = expected(ChangeAction::Unchanged);
+    third[1] = (
+        "b".to_string(),
+        ChangeAction::Update,
+        vec![r#"data.key Some("\"1\"") -> Some("\"2\"")"#.to_string()],
+    );
+    let want = vec![
+        expected(ChangeAction::Create),
+        expected(ChangeAction::Unchanged),
+        third,
+    ];
+    assert_eq!(shape(&listed), want, "listed live state");
+    assert_eq!(
+        shape(&fetched),
+        want,
+        "live state read one object at a time"
+    );
+}

@@ -10,7 +10,7 @@ mod topology;
 
 pub use applyset::ownership_record;
 pub use error::describe as describe_error;
-pub use topology::{FIELD_MANAGER, K8sTopology, KubeTarget};
+pub use topology::{DEFAULT_CONCURRENCY, FIELD_MANAGER, K8sTopology, KubeTarget};
 
 /// Log targets under kube-rs that log a failure at error level although the same failure comes
 /// back as the error Harmony reports: kube-rs's HTTP layer logs every failed request (a refused
