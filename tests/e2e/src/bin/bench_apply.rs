@@ -367,10 +367,34 @@ const STEPS: [&str; 8] = [
 
 /// Each ratio: what it measures, Harmony's step, kubectl's step, the peer, the goal.
 const RATIOS: [(&str, usize, usize, &str, f64); 4] = [
-    ("first apply", 0, 1, "kubectl apply --server-side", GOAL_FIRST),
-    ("re-apply, nothing changed", 2, 3, "kubectl apply --server-side", GOAL_AGAIN),
-    ("plan, nothing changed", 4, 5, "kubectl diff --server-side", GOAL_PLAN),
-    ("plan, 10% changed", 6, 7, "kubectl diff --server-side", GOAL_PLAN),
+    (
+        "first apply",
+        0,
+        1,
+        "kubectl apply --server-side",
+        GOAL_FIRST,
+    ),
+    (
+        "re-apply, nothing changed",
+        2,
+        3,
+        "kubectl apply --server-side",
+        GOAL_AGAIN,
+    ),
+    (
+        "plan, nothing changed",
+        4,
+        5,
+        "kubectl diff --server-side",
+        GOAL_PLAN,
+    ),
+    (
+        "plan, 10% changed",
+        6,
+        7,
+        "kubectl diff --server-side",
+        GOAL_PLAN,
+    ),
 ];
 
 /// The inputs of one size: objects and their manifests, unchanged and with 10% changed.
@@ -423,7 +447,13 @@ fn inputs(n: usize) -> BenchResult<Inputs> {
     })
 }
 
-fn want_counts(who: &str, c: &Counts, create: usize, update: usize, unchanged: usize) -> BenchResult<()> {
+fn want_counts(
+    who: &str,
+    c: &Counts,
+    create: usize,
+    update: usize,
+    unchanged: usize,
+) -> BenchResult<()> {
     check(
         c.create == create && c.update == update && c.unchanged == unchanged && c.other == 0,
         format!(
@@ -566,7 +596,7 @@ async fn one_run(
 fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     let mid = v.len() / 2;
-    let median = if v.len() % 2 == 0 {
+    let median = if v.len().is_multiple_of(2) {
         (v[mid - 1] + v[mid]) / 2.0
     } else {
         v[mid]
@@ -592,14 +622,18 @@ async fn run(options: Options) -> BenchResult<()> {
             eprintln!(" run {r} of {} ({n} objects)", options.runs);
             runs.push(one_run(&input, options.concurrency).await?);
         }
-        let secs = |step: usize| -> Vec<f64> { runs.iter().map(|t| t[step].as_secs_f64()).collect() };
+        let secs =
+            |step: usize| -> Vec<f64> { runs.iter().map(|t| t[step].as_secs_f64()).collect() };
         let mut out = vec![
             String::new(),
             format!(
                 "{total} objects, harmony concurrency {concurrency}, median of {} run(s) (min / max)",
                 options.runs
             ),
-            format!("{:<30} {:>10} {:>17} {:>12}", "step", "seconds", "min / max", "objects/s"),
+            format!(
+                "{:<30} {:>10} {:>17} {:>12}",
+                "step", "seconds", "min / max", "objects/s"
+            ),
         ];
         for (i, step) in STEPS.iter().enumerate() {
             let (med, min, max) = stats(secs(i));
@@ -610,7 +644,10 @@ async fn run(options: Options) -> BenchResult<()> {
             ));
         }
         out.push(String::new());
-        out.push("harmony / kubectl, from the medians (per-run min / max); < 1 means harmony is faster".into());
+        out.push(
+            "harmony / kubectl, from the medians (per-run min / max); < 1 means harmony is faster"
+                .into(),
+        );
         for (label, h, k, peer, goal) in RATIOS {
             let ratio = stats(secs(h)).0 / stats(secs(k)).0;
             let per_run: Vec<f64> = runs
@@ -629,7 +666,7 @@ async fn run(options: Options) -> BenchResult<()> {
                 "peer": peer,
                 "goal": format!("≤ {goal}×"),
                 "measured": format!(
-                    "{ratio:.2}× ({:.2} s / {:.2} s; median of {} runs, per-run {lo:.2}–{hi:.2})",
+                    "{ratio:.2}× ({:.2} s / {:.2} s; median of {} run(s), per-run {lo:.2}–{hi:.2})",
                     stats(secs(h)).0,
                     stats(secs(k)).0,
                     options.runs
@@ -642,10 +679,7 @@ async fn run(options: Options) -> BenchResult<()> {
             println!("{line}");
         }
     }
-    println!(
-        "BENCH {}",
-        json!({"bench": "apply", "figures": figures})
-    );
+    println!("BENCH {}", json!({"bench": "apply", "figures": figures}));
     Ok(())
 }
 

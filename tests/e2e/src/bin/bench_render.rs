@@ -180,7 +180,10 @@ async fn render_once(hosts: usize, out: &Path) -> BenchResult<Timing> {
     let all: Vec<usize> = (0..maestro.scores().len()).collect();
     let invalid = maestro.validate(&all);
     if let Some((score, e)) = invalid.first() {
-        return Err(format!("{score}: {}: {}; fix: {}", e.field, e.problem, e.fix));
+        return Err(format!(
+            "{score}: {}: {}; fix: {}",
+            e.field, e.problem, e.fix
+        ));
     }
     let reports = maestro
         .run_all(RunOptions::default())
@@ -238,7 +241,9 @@ fn verify(root: &Path, hosts: usize) -> BenchResult<String> {
             || !bound.insert(mac.to_string())
             || !leased.insert(ip.to_string())
         {
-            return Err(format!("dnsmasq/dhcp-hosts: unexpected or repeated line {line:?}"));
+            return Err(format!(
+                "dnsmasq/dhcp-hosts: unexpected or repeated line {line:?}"
+            ));
         }
     }
     let ipxe_dir = root.join("http/www/ipxe");
@@ -248,7 +253,10 @@ fn verify(root: &Path, hosts: usize) -> BenchResult<String> {
         let name = name.to_string_lossy();
         let mac = name.trim_end_matches(".ipxe").replace('-', ":");
         if !want.contains_key(&mac) {
-            return Err(format!("{}: a script for an unknown MAC: {name}", ipxe_dir.display()));
+            return Err(format!(
+                "{}: a script for an unknown MAC: {name}",
+                ipxe_dir.display()
+            ));
         }
         scripts.insert(mac);
     }
@@ -259,7 +267,10 @@ fn verify(root: &Path, hosts: usize) -> BenchResult<String> {
         .filter_map(|l| l.split_whitespace().nth(1))
         .filter_map(|addr| addr.rsplit_once(':').map(|(ip, _)| ip))
         .collect();
-    let in_haproxy = want.values().filter(|ip| servers.contains(ip.as_str())).count();
+    let in_haproxy = want
+        .values()
+        .filter(|ip| servers.contains(ip.as_str()))
+        .count();
     let summary = format!(
         "{} files; {} dhcp-host lines; {} iPXE scripts; {in_haproxy} of {hosts} workers in haproxy backends",
         files.len(),
@@ -267,7 +278,9 @@ fn verify(root: &Path, hosts: usize) -> BenchResult<String> {
         scripts.len()
     );
     if bound.len() != hosts || scripts.len() != hosts || in_haproxy != hosts {
-        return Err(format!("rendered output is incomplete: {summary} (want {hosts} of each)"));
+        return Err(format!(
+            "rendered output is incomplete: {summary} (want {hosts} of each)"
+        ));
     }
     Ok(summary)
 }
@@ -275,7 +288,7 @@ fn verify(root: &Path, hosts: usize) -> BenchResult<String> {
 fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     let mid = v.len() / 2;
-    let median = if v.len() % 2 == 0 {
+    let median = if v.len().is_multiple_of(2) {
         (v[mid - 1] + v[mid]) / 2.0
     } else {
         v[mid]
@@ -301,10 +314,7 @@ async fn run(o: Options) -> BenchResult<()> {
         }
         let t = render_once(o.hosts, out).await?;
         let summary = verify(&out.join("bench"), o.hosts)?;
-        eprintln!(
-            "  run {run}: {:.3} s; ok: {summary}",
-            t.total.as_secs_f64()
-        );
+        eprintln!("  run {run}: {:.3} s; ok: {summary}", t.total.as_secs_f64());
         timings.push(t);
     }
     let (med, min, max) = median(timings.iter().map(|t| t.total.as_secs_f64()).collect());
@@ -340,7 +350,7 @@ async fn run(o: Options) -> BenchResult<()> {
                 "figure": format!("render {} bare-metal hosts (DHCP, per-MAC iPXE, haproxy)", o.hosts),
                 "peer": "-",
                 "goal": format!("≤ {GOAL_S} s"),
-                "measured": format!("{med:.3} s (min {min:.3}, max {max:.3}, {} runs)", o.runs),
+                "measured": format!("{med:.3} s (median of {} run(s), min {min:.3}, max {max:.3})", o.runs),
                 "met": met,
             }]
         })
