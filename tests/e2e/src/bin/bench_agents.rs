@@ -664,7 +664,9 @@ async fn bench() -> BenchResult<()> {
             "peer": "Rancher reported hours at 3,300 clusters",
             "goal": "10,000 agents ≤ 60 s",
             "measured": format!("{:.1} s ({} reconnects)", took.as_secs_f64(), reconnects.load(Ordering::Relaxed)),
-            "met": took.as_secs_f64() <= 60.0 && n >= 10_000,
+            // The goal is about every agent reconnecting; killing one replica moves only its
+            // share, so it counts as met only when that share is 10,000 agents or more.
+            "met": took.as_secs_f64() <= 60.0 && *agents >= 10_000,
         }));
     }
     println!(
