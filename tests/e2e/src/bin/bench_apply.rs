@@ -1,14 +1,23 @@
-//! Benchmark: Harmony's server-side apply against `kubectl apply --server-side`.
+//! Benchmark: Harmony's server-side apply against `kubectl apply --server-side`, and its plan
+//! against `kubectl diff --server-side`, with nothing changed and with 10% of the objects
+//! changed.
 //!
-//! Each tool gets its own fresh kube-apiserver fixture, so both start from an empty cluster
-//! and neither sees the other's field manager. See docs/benchmarks.md for what the figures mean.
+//! Each tool gets its own fresh kube-apiserver fixture for every run, so both start from an
+//! empty cluster and neither sees the other's field manager. Every step is checked (counts of
+//! created / updated / unchanged objects, kubectl's output and exit code) before its time
+//! counts, so a fast wrong answer fails the benchmark instead of passing as a figure. Each
+//! figure is the median of `--runs` runs (min and max beside it); each ratio is Harmony's
+//! median over kubectl's, printed against the goal of issue 18. See docs/benchmarks.md.
 //!
 //! ```text
-//! cargo run --release -p harmony_e2e --bin bench_apply -- [--objects N] [--concurrency N]
+//! cargo run --release -p harmony_e2e --bin bench_apply -- [--objects 1000,10000] [--runs 3] [--concurrency N]
 //! ```
+//!
+//! Besides the human output it prints one `BENCH {json}` line on stdout for `bench all`.
 
 use serde_json::{Value, json};
-use std::path::Path;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,16 +34,23 @@ const LABEL: &str = "harmony.bench/run=apply";
 /// A freshly ready apiserver still finishes some bootstrap writes; the first timed step
 /// should not pay for them.
 const SETTLE: Duration = Duration::from_secs(3);
+/// Goals of issue 18, as Harmony's time over kubectl's.
+const GOAL_FIRST: f64 = 0.2;
+const GOAL_AGAIN: f64 = 0.1;
+const GOAL_PLAN: f64 = 0.2;
 
 struct Options {
-    objects: usize,
+    /// Each size is benchmarked in turn.
+    sizes: Vec<usize>,
+    runs: usize,
     /// `None` keeps K8sTopology's own default, which is what users get.
     concurrency: Option<usize>,
 }
 
 fn parse_args() -> BenchResult<Options> {
     let mut options = Options {
-        objects: 1000,
+        sizes: Vec::new(),
+        runs: 3,
         concurrency: None,
     };
     let mut args = std::env::args().skip(1);
@@ -48,14 +64,29 @@ fn parse_args() -> BenchResult<Options> {
                 .ok_or(format!("{flag}: expected a positive number, got {value:?}"))
         };
         match arg.as_str() {
-            "--objects" => options.objects = number("--objects")?,
+            // A list (`1000,10000`) or the flag repeated.
+            "--objects" => {
+                let value = args.next().ok_or("--objects needs a number or a list")?;
+                for n in value.split(',') {
+                    let n = n.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or(format!(
+                        "--objects: expected positive numbers separated by commas (1000,10000), got {value:?}"
+                    ))?;
+                    options.sizes.push(n);
+                }
+            }
+            "--runs" => options.runs = number("--runs")?,
             "--concurrency" => options.concurrency = Some(number("--concurrency")?),
             "-h" | "--help" => {
-                println!("usage: bench_apply [--objects N (default 1000)] [--concurrency N]");
+                println!(
+                    "usage: bench_apply [--objects N[,N...] (default 1000,10000; may repeat)] [--runs N (default 3)] [--concurrency N]"
+                );
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other:?} (try --help)")),
         }
+    }
+    if options.sizes.is_empty() {
+        options.sizes = vec![1000, 10_000];
     }
     Ok(options)
 }
@@ -90,8 +121,14 @@ fn config_map(ns: &str, app: &str, i: usize) -> Value {
         "data": {"index": i.to_string(), "settings.properties": settings, "payload": "x".repeat(256)}})
 }
 
+/// Whether object `i` is one of the 10% the "changed" inputs modify: one ConfigMap in ten.
+fn is_changed(i: usize) -> bool {
+    i % 10 == 2
+}
+
 /// Namespaces first, then `n` objects: per ten, eight ConfigMaps, one Deployment, one Service.
-fn generate(n: usize) -> BenchResult<Vec<K8sObject>> {
+/// With `changed`, the ConfigMaps [`is_changed`] picks carry a new `index` value.
+fn generate(n: usize, changed: bool) -> BenchResult<Vec<K8sObject>> {
     let mut values = Vec::with_capacity(n + NAMESPACES);
     for ns in 0..NAMESPACES {
         values.push(json!({"apiVersion": "v1", "kind": "Namespace",
@@ -100,11 +137,15 @@ fn generate(n: usize) -> BenchResult<Vec<K8sObject>> {
     for i in 0..n {
         let ns = format!("bench-{}", i % NAMESPACES);
         let app = format!("app-{i:05}");
-        values.push(match i % 10 {
+        let mut value = match i % 10 {
             0 => deployment(&ns, &app, i),
             1 => service(&ns, &app),
             _ => config_map(&ns, &app, i),
-        });
+        };
+        if changed && is_changed(i) {
+            value["data"]["index"] = json!(format!("{i}-changed"));
+        }
+        values.push(value);
     }
     values
         .into_iter()
@@ -156,7 +197,7 @@ async fn harmony_apply(
     objects: &[K8sObject],
     concurrency: Option<usize>,
     plan: bool,
-) -> BenchResult<(Duration, Counts)> {
+) -> BenchResult<(Duration, Vec<ObjectChange>)> {
     let started = Instant::now();
     let ctx = RunContext {
         plan,
@@ -178,7 +219,7 @@ async fn harmony_apply(
                 e.applied.len()
             )
         })?;
-    Ok((started.elapsed(), count(&changes)))
+    Ok((started.elapsed(), changes))
 }
 
 struct KubectlRun {
@@ -230,6 +271,56 @@ fn kubectl_apply(server: &ApiServer, dir: &Path, cache_dir: &Path) -> BenchResul
     })
 }
 
+struct KubectlDiff {
+    elapsed: Duration,
+    /// The objects `diff` reported, from its `diff -u -N LIVE/<file> MERGED/<file>` headers;
+    /// kubectl names each file `<group.version>.<Kind>.<namespace>.<name>`.
+    differing: Vec<String>,
+}
+
+/// `kubectl diff --server-side`: exit 0 when nothing differs, 1 with a diff, above 1 on
+/// errors. `want_diff` is the exit code the step expects; any other is an error.
+fn kubectl_diff(
+    server: &ApiServer,
+    dir: &Path,
+    cache_dir: &Path,
+    want_diff: bool,
+) -> BenchResult<KubectlDiff> {
+    let mut cmd = kubectl(server)?;
+    cmd.arg("diff")
+        .arg("--server-side")
+        .arg("-f")
+        .arg(dir)
+        .arg("--cache-dir")
+        .arg(cache_dir)
+        // The plain `diff` program, whatever the user's environment says.
+        .env_remove("KUBECTL_EXTERNAL_DIFF");
+    let started = Instant::now();
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run kubectl: {e}"))?;
+    let elapsed = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let code = out.status.code();
+    if code != Some(i32::from(want_diff)) {
+        return Err(format!(
+            "kubectl diff exited with {} (want {}):\n{}\n{}",
+            out.status,
+            i32::from(want_diff),
+            stdout.lines().take(40).collect::<Vec<_>>().join("\n"),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let differing = stdout
+        .lines()
+        .filter(|l| l.starts_with("diff "))
+        .filter_map(|l| l.split_whitespace().last())
+        .filter_map(|path| path.rsplit('/').next())
+        .map(str::to_string)
+        .collect();
+    Ok(KubectlDiff { elapsed, differing })
+}
+
 /// How many benchmark objects the server holds, outside any timing.
 fn stored_objects(server: &ApiServer) -> BenchResult<usize> {
     let out = kubectl(server)?
@@ -262,47 +353,137 @@ fn check(ok: bool, what: String) -> BenchResult<()> {
     }
 }
 
-fn per_second(total: usize, d: Duration) -> f64 {
-    total as f64 / d.as_secs_f64()
+/// The timed steps of one run, in order.
+const STEPS: [&str; 8] = [
+    "harmony first apply",
+    "kubectl first apply",
+    "harmony re-apply (unchanged)",
+    "kubectl re-apply (unchanged)",
+    "harmony plan (unchanged)",
+    "kubectl diff (unchanged)",
+    "harmony plan (10% changed)",
+    "kubectl diff (10% changed)",
+];
+
+/// Each ratio: what it measures, Harmony's step, kubectl's step, the peer, the goal.
+const RATIOS: [(&str, usize, usize, &str, f64); 4] = [
+    (
+        "first apply",
+        0,
+        1,
+        "kubectl apply --server-side",
+        GOAL_FIRST,
+    ),
+    (
+        "re-apply, nothing changed",
+        2,
+        3,
+        "kubectl apply --server-side",
+        GOAL_AGAIN,
+    ),
+    (
+        "plan, nothing changed",
+        4,
+        5,
+        "kubectl diff --server-side",
+        GOAL_PLAN,
+    ),
+    (
+        "plan, 10% changed",
+        6,
+        7,
+        "kubectl diff --server-side",
+        GOAL_PLAN,
+    ),
+];
+
+/// The inputs of one size: objects and their manifests, unchanged and with 10% changed.
+struct Inputs {
+    objects: Vec<K8sObject>,
+    changed: Vec<K8sObject>,
+    /// `namespace/name` of every changed object.
+    changed_names: HashSet<String>,
+    manifests: PathBuf,
+    changed_manifests: PathBuf,
+    _work: tempfile::TempDir,
 }
 
-async fn run(options: Options) -> BenchResult<()> {
-    let objects = generate(options.objects)?;
-    let total = objects.len();
-    let concurrency = options
-        .concurrency
-        .map_or("default (16)".to_string(), |n| n.to_string());
-    eprintln!(
-        "bench_apply: {total} objects ({} + {NAMESPACES} namespaces), harmony concurrency {concurrency}",
-        options.objects
-    );
-
+fn inputs(n: usize) -> BenchResult<Inputs> {
+    let objects = generate(n, false)?;
+    let changed = generate(n, true)?;
+    let changed_names: HashSet<String> = objects
+        .iter()
+        .zip(&changed)
+        .filter(|(a, b)| a.value() != b.value())
+        .map(|(_, b)| {
+            let r = b.reference();
+            format!("{}/{}", r.namespace.as_deref().unwrap_or(""), r.name)
+        })
+        .collect();
+    let want = (0..n).filter(|i| is_changed(*i)).count();
+    if changed_names.len() != want {
+        return Err(format!(
+            "generated {} changed objects, want {want}",
+            changed_names.len()
+        ));
+    }
     let work = tempfile::Builder::new()
         .prefix("harmony-bench-")
         .tempdir()
         .map_err(|e| format!("temp dir: {e}"))?;
     let manifests = work.path().join("manifests");
-    let kube_cache = work.path().join("kube-cache");
-    std::fs::create_dir(&manifests).map_err(|e| format!("{}: {e}", manifests.display()))?;
-    write_manifests(&manifests, &objects)?;
+    let changed_manifests = work.path().join("manifests-changed");
+    for (dir, objs) in [(&manifests, &objects), (&changed_manifests, &changed)] {
+        std::fs::create_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        write_manifests(dir, objs)?;
+    }
+    Ok(Inputs {
+        objects,
+        changed,
+        changed_names,
+        manifests,
+        changed_manifests,
+        _work: work,
+    })
+}
 
-    eprintln!("starting two fresh kube-apiserver fixtures ...");
+fn want_counts(
+    who: &str,
+    c: &Counts,
+    create: usize,
+    update: usize,
+    unchanged: usize,
+) -> BenchResult<()> {
+    check(
+        c.create == create && c.update == update && c.unchanged == unchanged && c.other == 0,
+        format!(
+            "{who}: {} create, {} update, {} unchanged, {} delete (want {create}, {update}, {unchanged}, 0)",
+            c.create, c.update, c.unchanged, c.other
+        ),
+    )
+}
+
+/// One run on two fresh API servers: every step timed, then checked.
+async fn one_run(
+    input: &Inputs,
+    concurrency: Option<usize>,
+) -> BenchResult<[Duration; STEPS.len()]> {
+    let total = input.objects.len();
+    let n_changed = input.changed_names.len();
+    let cache = tempfile::Builder::new()
+        .prefix("harmony-bench-kube-cache-")
+        .tempdir()
+        .map_err(|e| format!("temp dir: {e}"))?;
+    let kube_cache = cache.path();
+    eprintln!("  starting two fresh kube-apiserver fixtures ...");
     let harmony_server = ApiServer::start()?;
     let kubectl_server = ApiServer::start()?;
     tokio::time::sleep(SETTLE).await;
 
-    eprintln!("harmony first apply ...");
-    let (h_first, c) = harmony_apply(&harmony_server, &objects, options.concurrency, false).await?;
-    check(
-        c.create == total && c.update == 0 && c.unchanged == 0 && c.other == 0,
-        format!(
-            "harmony first apply: {} create, {} update, {} unchanged (want {total} create)",
-            c.create, c.update, c.unchanged
-        ),
-    )?;
-
-    eprintln!("kubectl first apply ...");
-    let k_first = kubectl_apply(&kubectl_server, &manifests, &kube_cache)?;
+    eprintln!("  first apply ...");
+    let (h_first, c) = harmony_apply(&harmony_server, &input.objects, concurrency, false).await?;
+    want_counts("harmony first apply", &count(&c), total, 0, 0)?;
+    let k_first = kubectl_apply(&kubectl_server, &input.manifests, kube_cache)?;
     check(
         k_first.applied_lines == total,
         format!(
@@ -311,18 +492,10 @@ async fn run(options: Options) -> BenchResult<()> {
         ),
     )?;
 
-    eprintln!("harmony re-apply ...");
-    let (h_again, c) = harmony_apply(&harmony_server, &objects, options.concurrency, false).await?;
-    check(
-        c.unchanged == total && c.create + c.update + c.other == 0,
-        format!(
-            "harmony re-apply: {} unchanged, {} create, {} update (want {total} unchanged)",
-            c.unchanged, c.create, c.update
-        ),
-    )?;
-
-    eprintln!("kubectl re-apply ...");
-    let k_again = kubectl_apply(&kubectl_server, &manifests, &kube_cache)?;
+    eprintln!("  re-apply ...");
+    let (h_again, c) = harmony_apply(&harmony_server, &input.objects, concurrency, false).await?;
+    want_counts("harmony re-apply", &count(&c), 0, 0, total)?;
+    let k_again = kubectl_apply(&kubectl_server, &input.manifests, kube_cache)?;
     check(
         k_again.applied_lines == total,
         format!(
@@ -331,16 +504,69 @@ async fn run(options: Options) -> BenchResult<()> {
         ),
     )?;
 
-    eprintln!("harmony plan ...");
-    let (h_plan, c) = harmony_apply(&harmony_server, &objects, options.concurrency, true).await?;
+    eprintln!("  plan, nothing changed ...");
+    let (h_plan, c) = harmony_apply(&harmony_server, &input.objects, concurrency, true).await?;
+    want_counts("harmony plan (unchanged)", &count(&c), 0, 0, total)?;
+    let k_diff = kubectl_diff(&kubectl_server, &input.manifests, kube_cache, false)?;
     check(
-        c.unchanged == total && c.create + c.update + c.other == 0,
+        k_diff.differing.is_empty(),
         format!(
-            "harmony plan: {} unchanged, {} create, {} update (want {total} unchanged)",
-            c.unchanged, c.create, c.update
+            "kubectl diff (unchanged): exit 0, {} object(s) differ (want 0)",
+            k_diff.differing.len()
         ),
     )?;
 
+    eprintln!("  plan, 10% changed ...");
+    let (h_plan10, changes) =
+        harmony_apply(&harmony_server, &input.changed, concurrency, true).await?;
+    want_counts(
+        "harmony plan (10% changed)",
+        &count(&changes),
+        0,
+        n_changed,
+        total - n_changed,
+    )?;
+    let updated: HashSet<String> = changes
+        .iter()
+        .filter(|c| c.action == ChangeAction::Update)
+        .filter_map(|c| {
+            input
+                .changed_names
+                .iter()
+                .find(|name| c.object.ends_with(&format!(" {name}")))
+                .cloned()
+        })
+        .collect();
+    check(
+        updated == input.changed_names,
+        format!(
+            "harmony plan (10% changed): the {} updates are exactly the changed objects ({} of them match)",
+            n_changed,
+            updated.len()
+        ),
+    )?;
+    let k_diff10 = kubectl_diff(&kubectl_server, &input.changed_manifests, kube_cache, true)?;
+    let reported: HashSet<String> = k_diff10
+        .differing
+        .iter()
+        .filter_map(|file| {
+            input
+                .changed_names
+                .iter()
+                .find(|name| file.ends_with(&format!(".{}", name.replace('/', "."))))
+                .cloned()
+        })
+        .collect();
+    check(
+        k_diff10.differing.len() == n_changed && reported == input.changed_names,
+        format!(
+            "kubectl diff (10% changed): exit 1, {} object(s) differ, {} of them changed ones (want {n_changed})",
+            k_diff10.differing.len(),
+            reported.len()
+        ),
+    )?;
+
+    // Neither plan nor diff may have written anything.
     for (who, server) in [("harmony", &harmony_server), ("kubectl", &kubectl_server)] {
         let stored = stored_objects(server)?;
         check(
@@ -354,37 +580,106 @@ async fn run(options: Options) -> BenchResult<()> {
             k_first.throttled + k_again.throttled
         );
     }
+    Ok([
+        h_first,
+        k_first.elapsed,
+        h_again,
+        k_again.elapsed,
+        h_plan,
+        k_diff.elapsed,
+        h_plan10,
+        k_diff10.elapsed,
+    ])
+}
 
-    let rows = [
-        ("harmony first apply", h_first),
-        ("kubectl first apply", k_first.elapsed),
-        ("harmony re-apply (unchanged)", h_again),
-        ("kubectl re-apply (unchanged)", k_again.elapsed),
-        ("harmony plan (unchanged)", h_plan),
-    ];
-    println!();
-    println!("{total} objects, harmony concurrency {concurrency}");
-    println!("{:<30} {:>10} {:>12}", "step", "seconds", "objects/s");
-    for (step, d) in rows {
-        println!(
-            "{step:<30} {:>10.2} {:>12.0}",
-            d.as_secs_f64(),
-            per_second(total, d)
+/// Median, min and max.
+fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    let median = if v.len().is_multiple_of(2) {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    };
+    (median, v[0], v[v.len() - 1])
+}
+
+async fn run(options: Options) -> BenchResult<()> {
+    let concurrency = options
+        .concurrency
+        .map_or("default".to_string(), |n| n.to_string());
+    let mut figures = Vec::new();
+    for &n in &options.sizes {
+        let input = inputs(n)?;
+        let total = input.objects.len();
+        eprintln!(
+            "bench_apply: {total} objects ({n} + {NAMESPACES} namespaces; {} changed in the 10% step), {} run(s), harmony concurrency {concurrency}",
+            input.changed_names.len(),
+            options.runs
         );
+        let mut runs = Vec::new();
+        for r in 1..=options.runs {
+            eprintln!(" run {r} of {} ({n} objects)", options.runs);
+            runs.push(one_run(&input, options.concurrency).await?);
+        }
+        let secs =
+            |step: usize| -> Vec<f64> { runs.iter().map(|t| t[step].as_secs_f64()).collect() };
+        let mut out = vec![
+            String::new(),
+            format!(
+                "{total} objects, harmony concurrency {concurrency}, median of {} run(s) (min / max)",
+                options.runs
+            ),
+            format!(
+                "{:<30} {:>10} {:>17} {:>12}",
+                "step", "seconds", "min / max", "objects/s"
+            ),
+        ];
+        for (i, step) in STEPS.iter().enumerate() {
+            let (med, min, max) = stats(secs(i));
+            out.push(format!(
+                "{step:<30} {med:>10.2} {:>17} {:>12.0}",
+                format!("{min:.2} / {max:.2}"),
+                total as f64 / med
+            ));
+        }
+        out.push(String::new());
+        out.push(
+            "harmony / kubectl, from the medians (per-run min / max); < 1 means harmony is faster"
+                .into(),
+        );
+        for (label, h, k, peer, goal) in RATIOS {
+            let ratio = stats(secs(h)).0 / stats(secs(k)).0;
+            let per_run: Vec<f64> = runs
+                .iter()
+                .map(|t| t[h].as_secs_f64() / t[k].as_secs_f64())
+                .collect();
+            let (_, lo, hi) = stats(per_run);
+            let met = ratio <= goal;
+            out.push(format!(
+                "{:<40} {ratio:>6.2}× ({lo:.2} / {hi:.2})  goal ≤ {goal}×: {}",
+                format!("{label}, {n} objects"),
+                if met { "met" } else { "not met" }
+            ));
+            figures.push(json!({
+                "figure": format!("{label}, {n} objects"),
+                "peer": peer,
+                "goal": format!("≤ {goal}×"),
+                "measured": format!(
+                    "{ratio:.2}× ({:.2} s / {:.2} s; median of {} run(s), per-run {lo:.2}–{hi:.2})",
+                    stats(secs(h)).0,
+                    stats(secs(k)).0,
+                    options.runs
+                ),
+                "met": met,
+            }));
+        }
+        // Printed as each size finishes, so a long 10,000-object run shows its 1,000 figures.
+        for line in &out {
+            println!("{line}");
+        }
     }
-    let ratio = |h: Duration, k: Duration| h.as_secs_f64() / k.as_secs_f64();
-    println!();
-    println!("harmony/kubectl (< 1 means harmony is faster)");
-    println!(
-        "{:<30} {:>10.2}",
-        "first apply",
-        ratio(h_first, k_first.elapsed)
-    );
-    println!(
-        "{:<30} {:>10.2}",
-        "re-apply",
-        ratio(h_again, k_again.elapsed)
-    );
+    println!("BENCH {}", json!({"bench": "apply", "figures": figures}));
     Ok(())
 }
 

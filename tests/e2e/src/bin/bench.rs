@@ -1,0 +1,246 @@
+//! Runs the benchmarks and prints one table of their figures against the goals of issue 18.
+//!
+//! ```text
+//! cargo run --release -p harmony_e2e --bin bench -- all [--tiny] [--runs N] [--objects 1000,10000] [--hosts 10000] [--agents 10000]
+//! cargo run --release -p harmony_e2e --bin bench -- apply|render|agents [same flags]
+//! ```
+//!
+//! Each benchmark (`bench_apply`, `bench_render`, `bench_agents`) runs as a child process from
+//! the folder this binary sits in, so `cargo build --release -p harmony_e2e --bins` builds them
+//! all. Their human output passes through; each ends with one `BENCH {json}` line on stdout
+//! (`{"bench": ..., "figures": [{"figure", "peer", "goal", "measured", "met"}]}`), which this
+//! program collects into the table. `--tiny` runs each at a size of tens of objects, hosts and
+//! agents to prove it still works (CI: tests/benchmarks_tiny.rs); its "met?" column then says
+//! nothing, since goals hold for the full sizes only.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::Value;
+
+type BenchResult<T> = Result<T, String>;
+
+/// The benchmarks `all` runs, in order: name on the command line and binary.
+const BENCHES: [(&str, &str); 3] = [
+    ("apply", "bench_apply"),
+    ("render", "bench_render"),
+    ("agents", "bench_agents"),
+];
+
+struct Options {
+    selected: Vec<&'static str>,
+    tiny: bool,
+    runs: Option<String>,
+    objects: Option<String>,
+    hosts: Option<String>,
+    agents: Option<String>,
+}
+
+const USAGE: &str = "usage: bench all|apply|render|agents [--tiny] [--runs N] [--objects N[,N...]] [--hosts N] [--agents N]";
+
+fn parse_args() -> BenchResult<Options> {
+    let mut args = std::env::args().skip(1);
+    let which = args.next().ok_or(format!("which benchmark? {USAGE}"))?;
+    let selected: Vec<&'static str> = match which.as_str() {
+        "all" => BENCHES.iter().map(|(name, _)| *name).collect(),
+        "-h" | "--help" => {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
+        other => vec![
+            BENCHES
+                .iter()
+                .map(|(name, _)| *name)
+                .find(|name| *name == other)
+                .ok_or(format!("unknown benchmark {other:?}; {USAGE}"))?,
+        ],
+    };
+    let mut o = Options {
+        selected,
+        tiny: false,
+        runs: None,
+        objects: None,
+        hosts: None,
+        agents: None,
+    };
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or(format!("{flag} needs a value; {USAGE}"));
+        match flag.as_str() {
+            "--tiny" => o.tiny = true,
+            "--runs" => o.runs = Some(value()?),
+            "--objects" => o.objects = Some(value()?),
+            "--hosts" => o.hosts = Some(value()?),
+            "--agents" => o.agents = Some(value()?),
+            other => return Err(format!("unknown argument {other:?}; {USAGE}")),
+        }
+    }
+    Ok(o)
+}
+
+/// The child's arguments: the full sizes of issue 18, or tens of each with `--tiny`; the
+/// flags given override either.
+fn child_args(name: &str, o: &Options) -> Vec<String> {
+    let pick = |given: &Option<String>, full: &str, tiny: &str| {
+        given
+            .clone()
+            .unwrap_or_else(|| if o.tiny { tiny } else { full }.to_string())
+    };
+    let runs = pick(&o.runs, "3", "1");
+    let args: Vec<String> = match name {
+        "apply" => vec![
+            "--objects".into(),
+            pick(&o.objects, "1000,10000", "20"),
+            "--runs".into(),
+            runs,
+        ],
+        "render" => vec![
+            "--hosts".into(),
+            pick(&o.hosts, "10000", "20"),
+            "--runs".into(),
+            runs,
+        ],
+        _ => {
+            let mut a = vec![
+                "--replicas".into(),
+                "3".into(),
+                "--agents".into(),
+                pick(&o.agents, "10000", "24"),
+            ];
+            if o.tiny {
+                a.extend(
+                    ["--requests", "12", "--heartbeat-s", "1", "--window-s", "1"].map(String::from),
+                );
+            }
+            a
+        }
+    };
+    args
+}
+
+fn binary(name: &str) -> BenchResult<PathBuf> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let path = exe.parent().ok_or("this program has no folder")?.join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} not found; build the benchmarks with `cargo build --release -p harmony_e2e --bins`",
+            path.display()
+        ))
+    }
+}
+
+/// One table row.
+struct Row {
+    figure: String,
+    peer: String,
+    goal: String,
+    measured: String,
+    met: Option<bool>,
+}
+
+/// Runs one benchmark, passing its human output through; its figures, or why there are none.
+fn run_child(name: &str, bin: &str, o: &Options) -> BenchResult<Vec<Row>> {
+    let args = child_args(name, o);
+    eprintln!("== {bin} {}", args.join(" "));
+    let mut child = Command::new(binary(bin)?)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start {bin}: {e}"))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut summary = None;
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(|e| format!("reading {bin}'s output: {e}"))?;
+        match line.strip_prefix("BENCH ") {
+            Some(json) => summary = Some(json.to_string()),
+            None => println!("{line}"),
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {bin}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{bin} failed ({status}); its error is above"));
+    }
+    let summary = summary.ok_or(format!("{bin} printed no BENCH line"))?;
+    let value: Value = serde_json::from_str(&summary)
+        .map_err(|e| format!("{bin}'s BENCH line is not JSON: {e}"))?;
+    let figures = value["figures"]
+        .as_array()
+        .ok_or(format!("{bin}'s BENCH line has no figures"))?;
+    let text = |f: &Value, key: &str| f[key].as_str().unwrap_or("?").to_string();
+    Ok(figures
+        .iter()
+        .map(|f| Row {
+            figure: text(f, "figure"),
+            peer: text(f, "peer"),
+            goal: text(f, "goal"),
+            measured: text(f, "measured"),
+            met: f["met"].as_bool(),
+        })
+        .collect())
+}
+
+fn main() {
+    let o = match parse_args() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    let mut failed = 0;
+    for (name, bin) in BENCHES.iter().filter(|(n, _)| o.selected.contains(n)) {
+        match run_child(name, bin, &o) {
+            Ok(r) => rows.extend(r),
+            // The other benchmarks still run; the table says which one failed.
+            Err(e) => {
+                failed += 1;
+                eprintln!("bench: {e}");
+                rows.push(Row {
+                    figure: bin.to_string(),
+                    peer: "-".into(),
+                    goal: "-".into(),
+                    measured: format!("failed: {e}"),
+                    met: None,
+                });
+            }
+        }
+    }
+    println!();
+    println!(
+        "## Benchmarks{} ({:.0} s)",
+        if o.tiny {
+            ", tiny sizes (not results)"
+        } else {
+            ""
+        },
+        started.elapsed().as_secs_f64()
+    );
+    println!();
+    println!("| figure | peer | goal | measured | met? |");
+    println!("| --- | --- | --- | --- | --- |");
+    for r in &rows {
+        let met = match (o.tiny, r.met) {
+            (true, _) => "— (tiny)",
+            (false, Some(true)) => "met",
+            (false, Some(false)) => "not met",
+            (false, None) => "—",
+        };
+        println!(
+            "| {} | {} | {} | {} | {met} |",
+            r.figure, r.peer, r.goal, r.measured
+        );
+    }
+    if failed > 0 {
+        eprintln!("bench: {failed} benchmark(s) failed");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,43 @@
+//! `bench all --tiny` still works: every benchmark runs at tens of objects, hosts and agents,
+//! checks its own output, and the table has every row. Never asserts a time (issue 18).
+//! Needs the kube-apiserver fixture (`HARMONY_KUBE_FIXTURE`), PostgreSQL 18 and haproxy, as the
+//! suites the benchmarks borrow from do.
+
+const BENCH: &str = env!("CARGO_BIN_EXE_bench");
+
+#[test]
+fn every_benchmark_runs_at_a_tiny_size_and_reports_every_figure() {
+    let out = std::process::Command::new(BENCH)
+        .args(["all", "--tiny"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = stdout
+        .split_once("| figure | peer | goal | measured | met? |")
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("no table:\n{stdout}"));
+    for row in [
+        "| first apply, 20 objects | kubectl apply --server-side | ≤ 0.2× |",
+        "| re-apply, nothing changed, 20 objects | kubectl apply --server-side | ≤ 0.1× |",
+        "| plan, nothing changed, 20 objects | kubectl diff --server-side | ≤ 0.2× |",
+        "| plan, 10% changed, 20 objects | kubectl diff --server-side | ≤ 0.2× |",
+        "| render 20 bare-metal hosts (DHCP, per-MAC iPXE, haproxy) | - | ≤ 0.5 s |",
+        "| memory per agent connection at 24 agents |",
+        "| agents held by one control-plane process (3 replica(s), 24 agents) |",
+        "| all agents healthy again after killing cp-",
+    ] {
+        assert!(table.contains(row), "{row:?} missing:\n{table}");
+    }
+    // Eight figures, each a row marked as a tiny run, and no benchmark failed.
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.ends_with("| — (tiny) |"))
+        .collect();
+    assert_eq!(rows.len(), 8, "{table}");
+    assert!(!table.contains("failed:"), "{table}");
+}
