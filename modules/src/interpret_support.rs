@@ -2,16 +2,16 @@
 //! becomes an [`InterpretError`](harmony::domain::InterpretError) that keeps what was applied.
 
 /// Maps a capability error met while doing `action` to an Interpret error carrying `applied`.
-pub(crate) fn capability_error<A: Into<String>>(
+pub(crate) fn capability_error<'a, A: Into<String>>(
     action: A,
-    applied: &[harmony::domain::ObjectChange],
-) -> impl FnOnce(harmony::domain::capability::CapabilityError) -> harmony::domain::InterpretError + use<A>
-{
-    let action = action.into();
-    let applied = applied.to_vec();
+    applied: &'a [harmony::domain::ObjectChange],
+) -> impl FnOnce(harmony::domain::capability::CapabilityError) -> harmony::domain::InterpretError
++ use<'a, A> {
+    // The changes are copied only when the error is built: callers make one of these per
+    // capability call, and copying thousands of changes each time made renders quadratic.
     move |source| harmony::domain::InterpretError::Capability {
-        action,
-        applied,
+        action: action.into(),
+        applied: applied.to_vec(),
         source,
     }
 }

@@ -1,6 +1,8 @@
 //! Binding physical hosts to logical hosts of one role: a pure function, so the rule "a host
 //! is only ever bound to a logical host of its own role" is tested without any service.
 
+use std::collections::{HashMap, HashSet};
+
 use harmony::domain::capability::{HostBinding, LogicalHost};
 use harmony::domain::inventory::HostRole;
 use harmony_types::{HostName, Id, MacAddress};
@@ -73,21 +75,29 @@ pub fn plan_bindings(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // Sets keyed by host and logical host keep this linear: a render binds thousands of hosts.
+    let names: HashSet<&HostName> = logical.iter().map(|l| &l.name).collect();
     let mut out: Vec<HostBinding> = Vec::new();
+    let mut bound: HashSet<Id> = HashSet::new();
+    // The first host holding each logical host, named when another one wants it.
+    let mut taken: HashMap<HostName, Id> = HashMap::new();
     for b in existing.iter().filter(|b| b.role == role) {
-        if !logical.iter().any(|l| l.name == b.logical) {
+        if !names.contains(&b.logical) {
             return Err(BindingError::Stale {
                 host: b.host.clone(),
                 logical: b.logical.clone(),
                 role,
             });
         }
+        bound.insert(b.host.clone());
+        taken
+            .entry(b.logical.clone())
+            .or_insert_with(|| b.host.clone());
         out.push(b.clone());
     }
-    let bound = |out: &[HostBinding], c: &Candidate| out.iter().any(|b| b.host == c.host);
     for c in candidates.iter().filter(|c| c.logical.is_some()) {
         let Some(name) = &c.logical else { continue };
-        if !logical.iter().any(|l| &l.name == name) {
+        if !names.contains(name) {
             return Err(BindingError::WrongRole {
                 host: c.host.clone(),
                 logical: name.clone(),
@@ -95,16 +105,18 @@ pub fn plan_bindings(
                 allowed: allowed(),
             });
         }
-        if bound(&out, c) {
+        if bound.contains(&c.host) {
             continue;
         }
-        if let Some(other) = out.iter().find(|b| &b.logical == name) {
+        if let Some(other) = taken.get(name) {
             return Err(BindingError::Taken {
                 logical: name.clone(),
-                first: other.host.clone(),
+                first: other.clone(),
                 second: c.host.clone(),
             });
         }
+        bound.insert(c.host.clone());
+        taken.insert(name.clone(), c.host.clone());
         out.push(HostBinding {
             host: c.host.clone(),
             role,
@@ -112,16 +124,17 @@ pub fn plan_bindings(
             mac: c.mac,
         });
     }
+    // Logical hosts only ever become taken, so one cursor walks the free ones in order.
+    let mut free_hosts = logical.iter();
     for c in candidates.iter().filter(|c| c.logical.is_none()) {
-        if bound(&out, c) {
+        if bound.contains(&c.host) {
             continue;
         }
-        let Some(free) = logical
-            .iter()
-            .find(|l| !out.iter().any(|b| b.logical == l.name))
-        else {
+        let Some(free) = free_hosts.find(|l| !taken.contains_key(&l.name)) else {
             break;
         };
+        bound.insert(c.host.clone());
+        taken.insert(free.name.clone(), c.host.clone());
         out.push(HostBinding {
             host: c.host.clone(),
             role,
@@ -207,5 +220,35 @@ mod tests {
         };
         let err = plan_bindings(HostRole::Worker, &workers, &[stale], &c).unwrap_err();
         assert!(matches!(err, BindingError::Stale { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_logical_host_wanted_twice_names_its_holder() {
+        let workers = [lh("worker0", "10.0.0.21"), lh("worker1", "10.0.0.22")];
+        let c = [
+            cand("h1", "52:54:00:00:00:01", Some("worker1")),
+            cand("h2", "52:54:00:00:00:02", Some("worker1")),
+        ];
+        let err = plan_bindings(HostRole::Worker, &workers, &[], &c).unwrap_err();
+        assert_eq!(
+            err,
+            BindingError::Taken {
+                logical: HostName::parse("worker1").unwrap(),
+                first: Id::parse("h1").unwrap(),
+                second: Id::parse("h2").unwrap(),
+            }
+        );
+        // Undeclared hosts fill the logical hosts the declared ones left, in order.
+        let c = [
+            cand("h3", "52:54:00:00:00:03", None),
+            cand("h1", "52:54:00:00:00:01", Some("worker0")),
+            cand("h4", "52:54:00:00:00:04", None),
+        ];
+        let out = plan_bindings(HostRole::Worker, &workers, &[], &c).unwrap();
+        let got: Vec<(&str, &str)> = out
+            .iter()
+            .map(|b| (b.host.as_str(), b.logical.as_str()))
+            .collect();
+        assert_eq!(got, [("h1", "worker0"), ("h3", "worker1")]);
     }
 }

@@ -1,12 +1,13 @@
 //! The sanity check and the installation report.
 
 use async_trait::async_trait;
+use std::collections::{HashMap, HashSet};
 
-use harmony::domain::capability::{DnsRecord, HostBinding};
+use harmony::domain::capability::{DnsRecord, HostBinding, HttpAccess, LogicalHost};
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::inventory::HostRole;
 use harmony::domain::{ExecutionMode, InterpretError, Inventory, Outcome, Score};
-use harmony_types::Version;
+use harmony_types::{HostName, Version};
 
 use super::{OkdTopology, capability_error, dns_records, version};
 
@@ -52,6 +53,21 @@ fn script_path(b: &HostBinding) -> String {
     format!("/ipxe/{}.ipxe", b.mac.to_hyphenated())
 }
 
+/// Every role, in the order reports list them.
+const ROLES: [HostRole; 3] = [
+    HostRole::Bootstrap,
+    HostRole::ControlPlane,
+    HostRole::Worker,
+];
+
+/// The paths the HTTP server answered with 200: the scripts hosts fetched.
+fn fetched_scripts(log: &[HttpAccess]) -> HashSet<&str> {
+    log.iter()
+        .filter(|a| a.status == 200)
+        .map(|a| a.path.as_str())
+        .collect()
+}
+
 #[async_trait]
 impl<T: OkdTopology> Interpret<T> for OkdSanityCheckScore {
     fn name(&self) -> InterpretName {
@@ -77,8 +93,23 @@ impl<T: OkdTopology> Interpret<T> for OkdSanityCheckScore {
             .map_err(err("reading the HTTP log"))?;
         let mut problems = Vec::new();
         let mut details = Vec::new();
+        // Lookups by key instead of a search per binding: a check covers thousands of hosts.
+        // Each map keeps the first entry, as a search from the front would find it.
+        let mut role_of: HashMap<&HostName, HostRole> = HashMap::new();
+        let mut logical_of: HashMap<(HostRole, &HostName), &LogicalHost> = HashMap::new();
+        for role in ROLES {
+            for l in layout.hosts_for(role) {
+                role_of.entry(&l.name).or_insert(role);
+                logical_of.entry((role, &l.name)).or_insert(l);
+            }
+        }
+        let mut reservation_of = HashMap::with_capacity(reservations.len());
+        for r in &reservations {
+            reservation_of.entry(r.mac).or_insert(r);
+        }
+        let fetched_paths = fetched_scripts(&log);
         for b in &bindings {
-            match layout.role_of(&b.logical) {
+            match role_of.get(&b.logical).copied() {
                 Some(r) if r == b.role => {}
                 Some(r) => problems.push(format!(
                     "host {} has role {} but is bound to {}, a {r} logical host",
@@ -89,11 +120,8 @@ impl<T: OkdTopology> Interpret<T> for OkdSanityCheckScore {
                     b.host, b.logical
                 )),
             }
-            let logical = layout
-                .hosts_for(b.role)
-                .iter()
-                .find(|l| l.name == b.logical);
-            match (logical, reservations.iter().find(|r| r.mac == b.mac)) {
+            let logical = logical_of.get(&(b.role, &b.logical)).copied();
+            match (logical, reservation_of.get(&b.mac).copied()) {
                 (Some(l), Some(r)) if r.ip == l.ip && r.hostname == l.name => {}
                 (Some(l), Some(r)) => problems.push(format!(
                     "DHCP reserves {} / {} for {} but {} is {}",
@@ -104,9 +132,7 @@ impl<T: OkdTopology> Interpret<T> for OkdSanityCheckScore {
                 }
                 (None, _) => {}
             }
-            let fetched = log
-                .iter()
-                .any(|a| a.path == script_path(b) && a.status == 200);
+            let fetched = fetched_paths.contains(script_path(b).as_str());
             if topology.mode() == ExecutionMode::Apply {
                 details.push(format!(
                     "{} ({}): {}",
@@ -121,19 +147,16 @@ impl<T: OkdTopology> Interpret<T> for OkdSanityCheckScore {
             }
         }
         let wanted = dns_records(layout).map_err(err("building DNS records"))?;
+        let served: HashSet<&DnsRecord> = records.iter().collect();
         for r in wanted {
-            if !records.contains(&r) {
+            if !served.contains(&r) {
                 problems.push(format!("DNS does not serve {r}"));
             }
         }
-        let bound: usize = [
-            HostRole::Bootstrap,
-            HostRole::ControlPlane,
-            HostRole::Worker,
-        ]
-        .iter()
-        .map(|r| bindings.iter().filter(|b| b.role == *r).count())
-        .sum();
+        let bound: usize = ROLES
+            .iter()
+            .map(|r| bindings.iter().filter(|b| b.role == *r).count())
+            .sum();
         if problems.is_empty() {
             let mut o = Outcome::noop(format!(
                 "consistent: {bound} bound host(s), their reservations, scripts and the cluster's DNS records"
@@ -187,18 +210,18 @@ impl<T: OkdTopology> Interpret<T> for OkdInstallationReportScore {
                 topology.base_url()
             ),
         ];
-        for role in [
-            HostRole::Bootstrap,
-            HostRole::ControlPlane,
-            HostRole::Worker,
-        ] {
+        // The first binding of each logical host, found by key: reports cover thousands.
+        let mut binding_of = HashMap::with_capacity(bindings.len());
+        for b in &bindings {
+            binding_of.entry(&b.logical).or_insert(b);
+        }
+        let fetched_paths = fetched_scripts(&log);
+        for role in ROLES {
             for l in layout.hosts_for(role) {
-                let b = bindings.iter().find(|b| b.logical == l.name);
+                let b = binding_of.get(&l.name).copied();
                 let line = match b {
                     Some(b) => {
-                        let fetched = log
-                            .iter()
-                            .any(|a| a.path == script_path(b) && a.status == 200);
+                        let fetched = fetched_paths.contains(script_path(b).as_str());
                         format!(
                             "{:<13} {:<10} {:<15} {} host {}{}",
                             role.to_string(),

@@ -2,9 +2,12 @@
 //! rebooted.
 
 use async_trait::async_trait;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use harmony::domain::capability::{CapabilityError, DhcpHostBinding, HostSelector, HttpFile};
+use harmony::domain::capability::{
+    CapabilityError, DeclaredRole, DhcpHostBinding, HostSelector, HttpFile,
+};
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::inventory::{HostRole, PhysicalHost, RoleAssignment};
 use harmony::domain::operator::OperatorError;
@@ -12,7 +15,7 @@ use harmony::domain::{
     ChangeAction, ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score,
     ValidationError, report_progress,
 };
-use harmony_types::Version;
+use harmony_types::{Id, MacAddress, Version};
 
 use super::{
     Candidate, OkdInstallation, OkdTopology, capability_error, host_script, plan_bindings, version,
@@ -76,6 +79,80 @@ fn install_disk(host: Option<&PhysicalHost>, default: &str) -> String {
         .or_else(|| h.disks.first())
         .map(|d| format!("/dev/{}", d.name))
         .unwrap_or_else(|| default.to_string())
+}
+
+/// Hosts by id and by MAC, so matching thousands of hosts and declarations stays linear.
+struct HostIndex<'a> {
+    by_id: HashMap<&'a Id, usize>,
+    by_mac: HashMap<MacAddress, usize>,
+}
+
+impl<'a> HostIndex<'a> {
+    fn new(hosts: &'a [PhysicalHost]) -> Self {
+        let mut by_id = HashMap::with_capacity(hosts.len());
+        let mut by_mac = HashMap::with_capacity(hosts.len());
+        // The first host wins, as a search from the front of the list would find it.
+        for (i, h) in hosts.iter().enumerate().rev() {
+            by_id.insert(&h.id, i);
+            for m in &h.macs {
+                by_mac.insert(*m, i);
+            }
+        }
+        Self { by_id, by_mac }
+    }
+
+    /// The position of the host with inventory id `id`.
+    fn by_id(&self, id: &Id) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
+    /// The position of the first host `selector` matches.
+    fn find(&self, selector: &HostSelector) -> Option<usize> {
+        match selector {
+            HostSelector::Id(id) => self.by_id(id),
+            HostSelector::Mac(mac) => self.by_mac.get(mac).copied(),
+        }
+    }
+}
+
+/// The first declaration matching a host, looked up by the host's id and MACs.
+struct DeclaredIndex<'a> {
+    declared: &'a [DeclaredRole],
+    by_id: HashMap<&'a Id, usize>,
+    by_mac: HashMap<MacAddress, usize>,
+}
+
+impl<'a> DeclaredIndex<'a> {
+    fn new(declared: &'a [DeclaredRole]) -> Self {
+        let mut by_id = HashMap::new();
+        let mut by_mac = HashMap::new();
+        for (i, d) in declared.iter().enumerate().rev() {
+            match &d.host {
+                HostSelector::Id(id) => {
+                    by_id.insert(id, i);
+                }
+                HostSelector::Mac(mac) => {
+                    by_mac.insert(*mac, i);
+                }
+            }
+        }
+        Self {
+            declared,
+            by_id,
+            by_mac,
+        }
+    }
+
+    /// The first declaration (in declaration order) that selects `host`.
+    fn for_host(&self, host: &PhysicalHost) -> Option<&'a DeclaredRole> {
+        let by_mac = host.macs.iter().filter_map(|m| self.by_mac.get(m));
+        self.by_id
+            .get(&host.id)
+            .into_iter()
+            .chain(by_mac)
+            .min()
+            .map(|&i| &self.declared[i])
+    }
 }
 
 impl<T: OkdTopology> Score<T> for OkdHostsScore {
@@ -147,11 +224,13 @@ impl OkdHostsScore {
                 .role_assignments()
                 .await
                 .map_err(capability_error("reading the inventory", changes))?;
+            let index = HostIndex::new(&hosts);
+            let mut with_role: HashSet<Id> = roles.iter().map(|r| r.host.clone()).collect();
             for declared in topology.declared_roles() {
-                let Some(h) = hosts.iter().find(|h| declared.host.matches(h)) else {
+                let Some(h) = index.find(&declared.host).map(|i| &hosts[i]) else {
                     continue;
                 };
-                if !roles.iter().any(|r| r.host == h.id) {
+                if !with_role.contains(&h.id) {
                     let a = RoleAssignment {
                         host: h.id.clone(),
                         role: declared.role,
@@ -161,6 +240,7 @@ impl OkdHostsScore {
                         .await
                         .map_err(capability_error("recording --roles", changes))?;
                     changes.push(c);
+                    with_role.insert(a.host.clone());
                     roles.push(a);
                 }
             }
@@ -169,12 +249,14 @@ impl OkdHostsScore {
                 .await
                 .map_err(capability_error("reading the inventory", changes))?;
             let bound_here = bindings.iter().filter(|b| b.role == self.role).count();
+            let declared_index = DeclaredIndex::new(topology.declared_roles());
             let candidates: Vec<Candidate> = roles
                 .iter()
                 .filter(|r| r.role == self.role)
-                .filter_map(|r| hosts.iter().find(|h| h.id == r.host))
+                .filter_map(|r| index.by_id(&r.host))
+                .map(|i| &hosts[i])
                 .filter_map(|h| {
-                    let declared = topology.declared_roles().iter().find(|d| d.host.matches(h));
+                    let declared = declared_index.for_host(h);
                     let mac = match declared.map(|d| &d.host) {
                         Some(HostSelector::Mac(m)) => Some(*m),
                         _ => h.macs.first().copied(),
@@ -186,9 +268,10 @@ impl OkdHostsScore {
                     })
                 })
                 .collect();
+            let bound_hosts: HashSet<&Id> = bindings.iter().map(|b| &b.host).collect();
             let unbound = candidates
                 .iter()
-                .filter(|c| !bindings.iter().any(|b| b.host == c.host))
+                .filter(|c| !bound_hosts.contains(&c.host))
                 .count();
             let missing = needed.saturating_sub(bound_here + unbound);
             if missing == 0 {
@@ -196,7 +279,7 @@ impl OkdHostsScore {
             }
             let free: Vec<&PhysicalHost> = hosts
                 .iter()
-                .filter(|h| !roles.iter().any(|r| r.host == h.id))
+                .filter(|h| !with_role.contains(&h.id))
                 .collect();
             let op = topology.operator();
             if op.can_prompt() && !op.assumes_yes() && free.len() >= missing {
@@ -316,17 +399,19 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
         let inventory_changes: Vec<ObjectChange> = std::mem::take(&mut changes);
 
         report_progress("DHCP reservations");
+        // The first logical host of each name, as a search from the front would find it.
+        let mut ips = HashMap::with_capacity(logical.len());
+        for l in logical.iter().rev() {
+            ips.insert(&l.name, l.ip);
+        }
         let reservations: Vec<DhcpHostBinding> = planned
             .iter()
             .filter_map(|b| {
-                logical
-                    .iter()
-                    .find(|l| l.name == b.logical)
-                    .map(|l| DhcpHostBinding {
-                        mac: b.mac,
-                        ip: l.ip,
-                        hostname: b.logical.clone(),
-                    })
+                ips.get(&b.logical).map(|ip| DhcpHostBinding {
+                    mac: b.mac,
+                    ip: *ip,
+                    hostname: b.logical.clone(),
+                })
             })
             .collect();
         let c = topology
@@ -341,9 +426,10 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
             .await
             .map_err(capability_error("reading the inventory", &changes))?;
         let base = topology.base_url();
-        let mut files = Vec::new();
+        let index = HostIndex::new(&hosts);
+        let mut files = Vec::with_capacity(planned.len());
         for b in &planned {
-            let facts = hosts.iter().find(|h| h.id == b.host);
+            let facts = index.by_id(&b.host).map(|i| &hosts[i]);
             let disk = install_disk(facts, &self.install.default_install_disk);
             let text = host_script(&base, layout, b, &self.install, &disk)
                 .map_err(capability_error("iPXE script", &changes))?;

@@ -1,4 +1,4 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::domain::capability::CapabilityError;
@@ -48,8 +48,15 @@ impl FileSync {
     /// Writes every file whose bytes differ; returns one change per file.
     pub fn apply(&self) -> Result<Vec<ObjectChange>, CapabilityError> {
         let changes = self.plan()?;
+        // Each folder is made once, not once per file: a render writes thousands of scripts
+        // into one folder.
+        let mut made: BTreeSet<&Path> = BTreeSet::new();
         for ((path, (_, bytes)), change) in self.files.iter().zip(&changes) {
             if change.action != ChangeAction::Unchanged {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                if made.insert(dir) {
+                    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+                }
                 write_atomically(path, bytes)?;
             }
         }
@@ -66,9 +73,8 @@ fn action_for(path: &Path, bytes: &[u8]) -> Result<ChangeAction, CapabilityError
     }
 }
 
+/// Writes `path` (whose folder exists) through a temporary file and a rename.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CapabilityError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".harmony-tmp");
     let tmp = PathBuf::from(tmp);

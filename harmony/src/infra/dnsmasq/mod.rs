@@ -11,7 +11,7 @@
 mod config;
 
 use async_trait::async_trait;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -268,6 +268,15 @@ impl DhcpServer for Dnsmasq {
         self.locked(|| {
             let mut state = self.load_state()?;
             let net = self.settings.network;
+            // Every reservation (kept, then asked) by address and by name, in that order, so
+            // a clash is found without comparing each pair: renders reserve thousands of hosts.
+            type Positioned<'a> = Vec<(usize, &'a DhcpHostBinding)>;
+            let mut by_ip: HashMap<IpAddress, Positioned> = HashMap::new();
+            let mut by_name: HashMap<&HostName, Positioned> = HashMap::new();
+            for (i, o) in state.bindings.values().chain(bindings.iter()).enumerate() {
+                by_ip.entry(o.ip).or_default().push((i, o));
+                by_name.entry(&o.hostname).or_default().push((i, o));
+            }
             for b in bindings {
                 if !net.contains(b.ip) {
                     return Err(invalid(
@@ -278,12 +287,14 @@ impl DhcpServer for Dnsmasq {
                         ),
                     ));
                 }
-                let clash = state
-                    .bindings
-                    .values()
-                    .chain(bindings.iter())
-                    .find(|o| o.mac != b.mac && (o.ip == b.ip || o.hostname == b.hostname));
-                if let Some(o) = clash {
+                let clash = by_ip
+                    .get(&b.ip)
+                    .into_iter()
+                    .chain(by_name.get(&b.hostname))
+                    .flatten()
+                    .filter(|(_, o)| o.mac != b.mac)
+                    .min_by_key(|(i, _)| *i);
+                if let Some((_, o)) = clash {
                     return Err(invalid(
                         format!("DHCP reservation {} ({})", b.hostname, b.mac),
                         format!(

@@ -317,64 +317,86 @@ impl HostInventory for SqliteInventory {
 
     async fn host_bindings(&self) -> Result<Vec<HostBinding>, CapabilityError> {
         self.with(|c| {
-            let mut stmt = c
-                .prepare("SELECT host, role, logical, mac FROM bindings ORDER BY logical")
-                .map_err(|e| self.err(e))?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                    ))
-                })
-                .map_err(|e| self.err(e))?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (host, role, logical, mac) = row.map_err(|e| self.err(e))?;
-                out.push(HostBinding {
-                    host: Id::parse(&host).map_err(|e| self.corrupt(&host, e))?,
-                    role: parse_role(&role)
-                        .ok_or_else(|| self.corrupt(&host, format!("unknown role {role:?}")))?,
-                    logical: HostName::parse(&logical).map_err(|e| self.corrupt(&host, e))?,
-                    mac: MacAddress::parse(&mac).map_err(|e| self.corrupt(&host, e))?,
-                });
-            }
-            Ok(out)
+            self.query_bindings(
+                c,
+                "SELECT host, role, logical, mac FROM bindings ORDER BY logical",
+                [],
+            )
         })
     }
 
     async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError> {
         let object = format!("binding {} -> {}", binding.host, binding.logical);
-        let existing = self.host_bindings().await?;
-        if existing.contains(binding) {
-            return Ok(self.change(object, ChangeAction::Unchanged));
-        }
-        if let Some(other) = existing.iter().find(|b| {
-            b.host == binding.host || b.logical == binding.logical || b.mac == binding.mac
-        }) {
-            return Err(CapabilityError::InvalidObject {
-                object,
-                problem: format!(
-                    "conflicts with the existing binding {} ({}, {}) -> {}; a host, a MAC and a logical host are bound once",
-                    other.host, other.role, other.mac, other.logical
-                ),
-            });
-        }
+        let mac = binding.mac.to_string();
         self.with(|c| {
-            c.execute(
+            // Only the rows sharing the host, the logical host or the MAC can conflict; each
+            // column is a key, so this stays one indexed lookup however many hosts are bound.
+            let related = self.query_bindings(
+                c,
+                "SELECT host, role, logical, mac FROM bindings \
+                 WHERE host = ?1 OR logical = ?2 OR mac = ?3 ORDER BY logical",
+                params![binding.host.as_str(), binding.logical.as_str(), mac],
+            )?;
+            if related.contains(binding) {
+                return Ok(self.change(object, ChangeAction::Unchanged));
+            }
+            if let Some(other) = related.first() {
+                return Err(CapabilityError::InvalidObject {
+                    object,
+                    problem: format!(
+                        "conflicts with the existing binding {} ({}, {}) -> {}; a host, a MAC and a logical host are bound once",
+                        other.host, other.role, other.mac, other.logical
+                    ),
+                });
+            }
+            c.prepare_cached(
                 "INSERT INTO bindings (host, role, logical, mac) VALUES (?1, ?2, ?3, ?4)",
-                params![
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
                     binding.host.as_str(),
                     role_text(binding.role),
                     binding.logical.as_str(),
-                    binding.mac.to_string()
-                ],
-            )
+                    mac
+                ])
+            })
             .map_err(|e| self.err(e))?;
             Ok(self.change(object, ChangeAction::Create))
         })
+    }
+}
+
+impl SqliteInventory {
+    /// Runs a query returning binding rows (host, role, logical, mac) and reads them back.
+    fn query_bindings(
+        &self,
+        c: &Connection,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<HostBinding>, CapabilityError> {
+        let mut stmt = c.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params, |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (host, role, logical, mac) = row.map_err(|e| self.err(e))?;
+            out.push(HostBinding {
+                host: Id::parse(&host).map_err(|e| self.corrupt(&host, e))?,
+                role: parse_role(&role)
+                    .ok_or_else(|| self.corrupt(&host, format!("unknown role {role:?}")))?,
+                logical: HostName::parse(&logical).map_err(|e| self.corrupt(&host, e))?,
+                mac: MacAddress::parse(&mac).map_err(|e| self.corrupt(&host, e))?,
+            });
+        }
+        Ok(out)
     }
 }
 
@@ -466,6 +488,16 @@ mod tests {
         assert!(
             err.to_string().contains("worker0") && err.to_string().contains("existing binding a"),
             "{err}"
+        );
+        // The same MAC, or the same host, under another logical host conflicts too.
+        for (id, mac) in [("b", "52:54:00:00:00:01"), ("a", "52:54:00:00:00:02")] {
+            let err = inv.bind_host(&bind(id, "worker1", mac)).await.unwrap_err();
+            assert!(err.to_string().contains("existing binding a"), "{err}");
+        }
+        assert_eq!(
+            inv.host_bindings().await.unwrap(),
+            vec![bind("a", "worker0", "52:54:00:00:00:01")],
+            "refused bindings are not stored"
         );
         let err = inv
             .assign_role(&RoleAssignment {
