@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::args::Args;
 use crate::console::Console;
-use harmony::domain::flags::{FlagGroups, TopologyFlags};
+use harmony::domain::flags::TopologyFlags;
 
 use crate::flags::group_of;
 
@@ -42,7 +42,7 @@ where
             Err(0)
         }
         Err(e) => {
-            match not_offered(&e, groups) {
+            match not_offered(&e) {
                 Some(msg) => console.write_err(&format!("error: {msg}\n")),
                 None => console.write_err(&e.render().to_string()),
             }
@@ -52,7 +52,7 @@ where
 }
 
 /// The explanation for a flag `harmony_cli` has but this program's topology does not read.
-fn not_offered(e: &clap::Error, groups: FlagGroups) -> Option<String> {
+fn not_offered(e: &clap::Error) -> Option<String> {
     if e.kind() != ErrorKind::UnknownArgument {
         return None;
     }
@@ -61,7 +61,6 @@ fn not_offered(e: &clap::Error, groups: FlagGroups) -> Option<String> {
     };
     let flag = arg.split('=').next().unwrap_or(arg);
     let group = group_of(flag)?;
-    let _ = groups;
     Some(format!(
         "{flag} does not apply to this program: it is {group}, which this program's topology does not read; drop {flag} (--help lists the flags it takes)"
     ))

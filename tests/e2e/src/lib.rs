@@ -13,3 +13,13 @@ pub mod providers;
 
 pub use apiserver::{ApiServer, crds_dir};
 pub use pg_datapath::DataPath;
+
+/// A positive count for a benchmark flag (`--runs 3`, `--hosts 10000`), as a clap value parser.
+pub fn positive_count(value: &str) -> Result<usize, String> {
+    value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or(format!("expected a positive number, got {value:?}"))
+}

@@ -113,6 +113,16 @@ impl K8sTopology {
             .unwrap_or_default()
     }
 
+    /// What this topology does to objects, for progress lines: `comparing` in plan mode
+    /// (server-side dry run), `applying` otherwise.
+    fn verb(&self) -> &'static str {
+        if self.dry_run() {
+            "comparing"
+        } else {
+            "applying"
+        }
+    }
+
     /// Server-side applies one object (dry-run in plan mode) and classifies the change.
     /// `known` is the object's live state from the phase's LIST; `None` reads it with a GET.
     async fn apply_one(
@@ -439,13 +449,10 @@ impl K8sTopology {
             }
         }
         report_progress(format!(
-            "{} namespace(s) and CRD(s) ready, {}",
+            "{} namespace(s) and CRD(s) ready, {} {} object(s)",
             done.len(),
-            if self.dry_run() {
-                format!("comparing {} object(s)", rest.len())
-            } else {
-                format!("applying {} object(s)", rest.len())
-            }
+            self.verb(),
+            rest.len()
         ));
         if let Err(e) = self.apply_phase(&rest, force, &mut done).await {
             return Err(fail(done, e));
@@ -671,10 +678,11 @@ impl K8sClient for K8sTopology {
         };
         if self.dry_run() {
             format!(
-                "comparing {what} with the cluster{at} (server-side dry run; nothing is changed)"
+                "{} {what} with the cluster{at} (server-side dry run; nothing is changed)",
+                self.verb()
             )
         } else {
-            format!("applying {what} to the cluster{at}")
+            format!("{} {what} to the cluster{at}", self.verb())
         }
     }
 }

@@ -39,56 +39,27 @@ const GOAL_FIRST: f64 = 0.2;
 const GOAL_AGAIN: f64 = 0.1;
 const GOAL_PLAN: f64 = 0.2;
 
+/// Harmony against kubectl: first apply, re-apply, plan and diff on fresh API servers.
+#[derive(clap::Parser)]
 struct Options {
-    /// Each size is benchmarked in turn.
+    /// Sizes to benchmark in turn: a list (`1000,10000`) or the flag repeated.
+    #[arg(
+        long = "objects",
+        value_delimiter = ',',
+        default_value = "1000,10000",
+        value_parser = harmony_e2e::positive_count
+    )]
     sizes: Vec<usize>,
+    /// Runs per size; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = harmony_e2e::positive_count)]
     runs: usize,
-    /// `None` keeps K8sTopology's own default, which is what users get.
+    /// Objects applied at once; by default K8sTopology's own, which is what users get.
+    #[arg(long, value_parser = harmony_e2e::positive_count)]
     concurrency: Option<usize>,
 }
 
 fn parse_args() -> BenchResult<Options> {
-    let mut options = Options {
-        sizes: Vec::new(),
-        runs: 3,
-        concurrency: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut number = |flag: &str| -> BenchResult<usize> {
-            let value = args.next().ok_or(format!("{flag} needs a number"))?;
-            value
-                .parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or(format!("{flag}: expected a positive number, got {value:?}"))
-        };
-        match arg.as_str() {
-            // A list (`1000,10000`) or the flag repeated.
-            "--objects" => {
-                let value = args.next().ok_or("--objects needs a number or a list")?;
-                for n in value.split(',') {
-                    let n = n.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or(format!(
-                        "--objects: expected positive numbers separated by commas (1000,10000), got {value:?}"
-                    ))?;
-                    options.sizes.push(n);
-                }
-            }
-            "--runs" => options.runs = number("--runs")?,
-            "--concurrency" => options.concurrency = Some(number("--concurrency")?),
-            "-h" | "--help" => {
-                println!(
-                    "usage: bench_apply [--objects N[,N...] (default 1000,10000; may repeat)] [--runs N (default 3)] [--concurrency N]"
-                );
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument {other:?} (try --help)")),
-        }
-    }
-    if options.sizes.is_empty() {
-        options.sizes = vec![1000, 10_000];
-    }
-    Ok(options)
+    Ok(<Options as clap::Parser>::parse())
 }
 
 fn labels(app: &str) -> Value {

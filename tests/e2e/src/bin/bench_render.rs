@@ -31,44 +31,22 @@ const GOAL_S: f64 = 0.5;
 /// Workers are numbered from this offset in the /16, past the gateway, services and masters.
 const FIRST_WORKER: usize = 256;
 
+/// Renders N bare-metal hosts with the real HAClusterTopology and checks the files.
+#[derive(clap::Parser)]
 struct Options {
+    /// Worker hosts to render.
+    #[arg(long, default_value_t = 10_000, value_parser = harmony_e2e::positive_count)]
     hosts: usize,
+    /// Runs; the median is reported.
+    #[arg(long, default_value_t = 3, value_parser = harmony_e2e::positive_count)]
     runs: usize,
     /// Render here (kept) instead of a temporary folder.
+    #[arg(long, value_name = "DIR")]
     out: Option<std::path::PathBuf>,
 }
 
 fn parse_args() -> BenchResult<Options> {
-    let mut o = Options {
-        hosts: 10_000,
-        runs: 3,
-        out: None,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut number = |flag: &str| -> BenchResult<usize> {
-            let value = args.next().ok_or(format!("{flag} needs a number"))?;
-            value
-                .parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .ok_or(format!("{flag}: expected a positive number, got {value:?}"))
-        };
-        match arg.as_str() {
-            "--hosts" => o.hosts = number("--hosts")?,
-            "--runs" => o.runs = number("--runs")?,
-            "--out" => {
-                o.out = Some(args.next().ok_or("--out needs a folder")?.into());
-            }
-            "-h" | "--help" => {
-                println!(
-                    "usage: bench_render [--hosts N (default 10000)] [--runs N (default 3)] [--out DIR (keep the files)]"
-                );
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument {other:?} (try --help)")),
-        }
-    }
+    let o = <Options as clap::Parser>::parse();
     // 10.20.0.0/16 holds 65,534 addresses; the first 256 are kept for the services.
     if o.hosts > 60_000 {
         return Err(format!(
