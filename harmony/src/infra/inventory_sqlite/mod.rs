@@ -94,6 +94,19 @@ impl SqliteInventory {
         Self::init(conn, location)
     }
 
+    /// Opens the inventory file at `path` for reading only: nothing is created, migrated or
+    /// written (render and plan read `--inventory` this way, so the operator's file is untouched).
+    pub fn open_read_only(path: &Path) -> Result<Self, CapabilityError> {
+        let location = path.display().to_string();
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| db_error(&location, e))?;
+        Ok(Self {
+            location,
+            path: None,
+            conn: Mutex::new(Some(conn)),
+        })
+    }
+
     /// An inventory that lives in memory only (render mode, tests).
     pub fn in_memory() -> Result<Self, CapabilityError> {
         let conn = Connection::open_in_memory().map_err(|e| db_error(":memory:", e))?;

@@ -310,7 +310,7 @@ fn copy_into_memory(path: &std::path::Path) -> Result<SqliteInventory, HaCluster
     if !path.is_file() {
         return Err(unusable("no such file".into()));
     }
-    let file = SqliteInventory::open(path).map_err(|e| unusable(sqlite_problem(&e)))?;
+    let file = SqliteInventory::open_read_only(path).map_err(|e| unusable(sqlite_problem(&e)))?;
     let memory = SqliteInventory::in_memory()?;
     let run = async {
         for h in file.known_hosts().await? {
