@@ -558,3 +558,6 @@ impl HostInventory for HAClusterTopology {
         self.inventory.awaiting_boot(macs).await
     }
 }
+
+#[cfg(test)]
+mod tests;
