@@ -210,3 +210,30 @@ fn a_render_is_the_same_bytes_in_any_folder_and_names_the_host_paths() {
         "haproxy's socket is on the host"
     );
 }
+
+#[test]
+fn plan_after_a_render_in_the_same_folder_succeeds_without_the_ipxe_binaries() {
+    // Render skips the iPXE binaries when Debian's `ipxe` package is not installed; plan must
+    // do the same instead of failing to read them, and report nothing to change.
+    let dir = tempfile::tempdir().unwrap();
+    let render = run(dir.path(), &[], &[]);
+    assert_eq!(render.status.code(), Some(0), "{}", text(&render.stderr));
+    let before = files(&dir.path().join("harmony-out/okd"));
+    let plan = run(dir.path(), &["--plan"], &[]);
+    let report = text(&plan.stdout);
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{report}{}",
+        text(&plan.stderr)
+    );
+    assert!(
+        report.contains("Summary: 0 succeeded, 4 unchanged"),
+        "{report}"
+    );
+    assert_eq!(
+        files(&dir.path().join("harmony-out/okd")),
+        before,
+        "plan wrote files"
+    );
+}

@@ -11,6 +11,8 @@ mod binding;
 mod check;
 mod hosts;
 mod prepare;
+mod reboot;
+mod rules;
 mod templates;
 
 use std::path::PathBuf;

@@ -10,6 +10,7 @@ pub mod load_balancer;
 pub mod postgresql;
 pub mod postgresql_distributed;
 pub mod region_admin;
+pub mod role_rule;
 pub mod sites;
 pub mod tenant_admin;
 pub mod tftp;
@@ -36,9 +37,10 @@ pub use dns::{DnsRecord, DnsServer};
 pub use ha_cluster::{
     CONTROL_PLANE_HOSTS, ClusterLayout, DeclaredRole, HaCluster, HostSelector, LogicalHost,
 };
-pub use host_inventory::{HostBinding, HostInventory};
+pub use host_inventory::{BootEvent, HostBinding, HostInventory};
 pub use http::{HttpAccess, HttpFile, HttpServer};
 pub use load_balancer::{BackendServer, HealthCheck, LoadBalancer, LoadBalancerService};
+pub use role_rule::{HostMatch, RoleRule};
 pub use tftp::{TftpFile, TftpServer};
 
 use std::time::Duration;

@@ -5,6 +5,7 @@
 //! `--apply` writes them into the folder Harmony owns, checks them with the services' own
 //! checkers and reloads the services.
 
+mod duplicates;
 mod roles;
 
 use async_trait::async_trait;
@@ -18,12 +19,12 @@ use harmony_types::{IpAddress, Url};
 use super::bare_metal::ServiceMode;
 use super::dnsmasq::{Dnsmasq, DnsmasqSettings};
 use super::haproxy::{Haproxy, HaproxySettings};
-use super::http_boot::{DiscoverySink, HttpBoot};
+use super::http_boot::{BootSink, DiscoverySink, HttpBoot};
 use super::inventory_sqlite::SqliteInventory;
 use crate::domain::capability::{
-    CapabilityError, ClusterLayout, DeclaredRole, DhcpHostBinding, DhcpServer, DnsRecord,
-    DnsServer, HaCluster, HostBinding, HostInventory, HttpAccess, HttpFile, HttpServer,
-    LoadBalancer, LoadBalancerService, PxeBootOptions, TftpFile, TftpServer,
+    BootEvent, CapabilityError, ClusterLayout, DeclaredRole, DhcpHostBinding, DhcpServer,
+    DnsRecord, DnsServer, HaCluster, HostBinding, HostInventory, HttpAccess, HttpFile, HttpServer,
+    LoadBalancer, LoadBalancerService, PxeBootOptions, RoleRule, TftpFile, TftpServer,
 };
 use crate::domain::inventory::{PhysicalHost, RoleAssignment};
 use crate::domain::operator::{Operator, OperatorHandle};
@@ -118,6 +119,10 @@ pub struct HAClusterTopology {
     operator: OperatorHandle,
     declared: Vec<DeclaredRole>,
     discovery_timeout: Duration,
+    /// `--inventory FILE` as given, to name it in messages (`None`: the services folder's own).
+    inventory_flag: Option<PathBuf>,
+    /// `--assign ROLE=RULE`, checked against the layout and the roles file.
+    role_rules: Vec<RoleRule>,
 }
 
 impl std::fmt::Debug for HAClusterTopology {
@@ -163,6 +168,8 @@ impl HAClusterTopology {
             Some(path) => parse_roles_file(path, &layout)?,
             None => Vec::new(),
         };
+        let layout_for_rules = layout.clone();
+        let declared_for_rules = declared.clone();
         let http_url = Url::parse(&format!(
             "http://{}:{}/",
             layout.services, services.http_port
@@ -212,6 +219,12 @@ impl HAClusterTopology {
             operator: ctx.operator.clone(),
             declared,
             discovery_timeout: ctx.discovery_timeout.unwrap_or(DEFAULT_DISCOVERY_TIMEOUT),
+            inventory_flag: ctx.inventory.clone(),
+            role_rules: roles::check_role_rules(
+                &ctx.assign,
+                &layout_for_rules,
+                &declared_for_rules,
+            )?,
         })
     }
 
@@ -247,7 +260,25 @@ impl HAClusterTopology {
             inventory
                 .record_host_sync(&host)
                 .map(|_| ())
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            // A discovery report proves the host booted: a reboot asked of it has happened.
+            for mac in &host.macs {
+                inventory
+                    .record_boot_event_sync(*mac, BootEvent::Booted)
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// A sink for the HTTP boot server that records, in the inventory, each host seen
+    /// fetching its per-MAC iPXE script: the evidence that a requested reboot happened.
+    pub fn boot_sink(&self) -> BootSink {
+        let inventory = self.inventory.clone();
+        Arc::new(move |mac| {
+            if let Err(e) = inventory.record_boot_event_sync(mac, BootEvent::Booted) {
+                log::warn!("http boot: cannot record that {mac} booted: {e}");
+            }
         })
     }
 
@@ -257,7 +288,11 @@ impl HAClusterTopology {
         &self,
         listener: std::net::TcpListener,
     ) -> Result<SocketAddr, CapabilityError> {
-        self.http.serve_on(listener, Some(self.discovery_sink()))
+        self.http.serve_on_with_boots(
+            listener,
+            Some(self.discovery_sink()),
+            Some(self.boot_sink()),
+        )
     }
 
     /// Stops the daemons this topology started (tests and teardown).
@@ -275,7 +310,7 @@ fn copy_into_memory(path: &std::path::Path) -> Result<SqliteInventory, HaCluster
     if !path.is_file() {
         return Err(unusable("no such file".into()));
     }
-    let file = SqliteInventory::open(path).map_err(|e| unusable(sqlite_problem(&e)))?;
+    let file = SqliteInventory::open_read_only(path).map_err(|e| unusable(sqlite_problem(&e)))?;
     let memory = SqliteInventory::in_memory()?;
     let run = async {
         for h in file.known_hosts().await? {
@@ -309,6 +344,28 @@ impl Topology for HAClusterTopology {
 
     fn mode(&self) -> ExecutionMode {
         self.mode
+    }
+
+    fn validate_inventory(
+        &self,
+        inventory: &crate::domain::Inventory,
+    ) -> Result<(), ValidationError> {
+        let flag = self
+            .inventory_flag
+            .as_ref()
+            .map(|p| p.display().to_string());
+        let location = flag
+            .clone()
+            .unwrap_or_else(|| self.inventory.location().to_string());
+        let source = duplicates::Source::File(&location, flag.is_some());
+        let stored = self.inventory.hosts_read_only().map_err(|e| {
+            ValidationError::new(
+                "--inventory",
+                format!("cannot read {location}: {}", sqlite_problem(&e)),
+                "give --inventory the inventory.sqlite Harmony keeps in the services folder",
+            )
+        })?;
+        duplicates::check_unique_macs(&inventory.hosts, &stored, source)
     }
 
     async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError> {
@@ -377,6 +434,10 @@ impl HaCluster for HAClusterTopology {
 
     fn discovery_timeout(&self) -> Duration {
         self.discovery_timeout
+    }
+
+    fn role_rules(&self) -> &[RoleRule] {
+        &self.role_rules
     }
 }
 
@@ -481,4 +542,22 @@ impl HostInventory for HAClusterTopology {
     async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError> {
         self.inventory.bind_host(binding).await
     }
+
+    async fn record_boot_event(
+        &self,
+        mac: harmony_types::MacAddress,
+        event: BootEvent,
+    ) -> Result<(), CapabilityError> {
+        self.inventory.record_boot_event(mac, event).await
+    }
+
+    async fn awaiting_boot(
+        &self,
+        macs: &[harmony_types::MacAddress],
+    ) -> Result<Vec<harmony_types::MacAddress>, CapabilityError> {
+        self.inventory.awaiting_boot(macs).await
+    }
 }
+
+#[cfg(test)]
+mod tests;
