@@ -87,11 +87,29 @@ fn renders_dnsmasq_haproxy_and_ipxe_files_twice_identically() {
     );
     assert!(text(&before["haproxy/haproxy.cfg"]).contains("bind 192.168.50.2:6443"));
 
+    // No cluster exists: the join and bootstrap-removal phases contact none and say so, and
+    // the rendered load balancer keeps the bootstrap host (the cluster bootstraps through it).
+    let report = text(&first.stdout);
+    assert!(
+        report.contains("render mode: no cluster is contacted; with --apply this phase waits"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "render mode: no cluster is contacted and the load balancer keeps the bootstrap host"
+        ),
+        "{report}"
+    );
+    assert!(
+        text(&before["haproxy/haproxy.cfg"]).contains("server bootstrap 192.168.50.10:6443"),
+        "the rendered load balancer lost the bootstrap host"
+    );
+
     let second = run(dir.path(), &[], &[]);
     assert_eq!(second.status.code(), Some(0));
     let report = text(&second.stdout);
     assert!(
-        report.contains("Summary: 0 succeeded, 4 unchanged"),
+        report.contains("Summary: 0 succeeded, 6 unchanged"),
         "{report}"
     );
     assert_eq!(files(&out), before, "a second render rewrote bytes");

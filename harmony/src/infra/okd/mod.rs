@@ -5,6 +5,7 @@
 //! `--apply` writes them into the folder Harmony owns, checks them with the services' own
 //! checkers and reloads the services.
 
+mod nodes;
 mod roles;
 
 use async_trait::async_trait;
@@ -25,6 +26,7 @@ use crate::domain::capability::{
     DnsServer, HaCluster, HostBinding, HostInventory, HttpAccess, HttpFile, HttpServer,
     LoadBalancer, LoadBalancerService, PxeBootOptions, TftpFile, TftpServer,
 };
+use crate::domain::capability::{ClusterNodes, NodeStatus, PendingCsr};
 use crate::domain::inventory::{PhysicalHost, RoleAssignment};
 use crate::domain::operator::{Operator, OperatorHandle};
 use crate::domain::{
@@ -32,6 +34,7 @@ use crate::domain::{
     ValidationError,
 };
 
+pub use nodes::{APPROVAL_REASON, KubeClusterNodes, requested_common_name};
 pub use roles::parse_roles_file;
 
 /// How long a role phase waits for hosts to be discovered unless told otherwise.
@@ -118,6 +121,7 @@ pub struct HAClusterTopology {
     operator: OperatorHandle,
     declared: Vec<DeclaredRole>,
     discovery_timeout: Duration,
+    cluster_nodes: Option<KubeClusterNodes>,
 }
 
 impl std::fmt::Debug for HAClusterTopology {
@@ -212,7 +216,32 @@ impl HAClusterTopology {
             operator: ctx.operator.clone(),
             declared,
             discovery_timeout: ctx.discovery_timeout.unwrap_or(DEFAULT_DISCOVERY_TIMEOUT),
+            cluster_nodes: None,
         })
+    }
+
+    /// Reaches the installed cluster (its Nodes and certificate signing requests) through
+    /// `kubeconfig`: usually `<ignition dir>/auth/kubeconfig`, which `openshift-install create
+    /// ignition-configs` writes. Nothing is read or contacted until a Score asks, and never in
+    /// render or plan mode.
+    pub fn with_cluster_kubeconfig(mut self, kubeconfig: PathBuf) -> Self {
+        self.cluster_nodes = Some(KubeClusterNodes::new(kubeconfig));
+        self
+    }
+
+    /// The kubeconfig of the installed cluster, when one was given.
+    pub fn cluster_kubeconfig(&self) -> Option<&std::path::Path> {
+        self.cluster_nodes.as_ref().map(|n| n.kubeconfig())
+    }
+
+    fn cluster_nodes(&self) -> Result<&KubeClusterNodes, CapabilityError> {
+        self.cluster_nodes
+            .as_ref()
+            .ok_or_else(|| CapabilityError::Unsupported {
+                what: "reading the installed cluster's nodes".into(),
+                backend: format!("topology {}", self.layout.cluster_name),
+                reason: "no kubeconfig for the installed cluster was given; build the topology with `with_cluster_kubeconfig(<ignition dir>/auth/kubeconfig)` (the OKD example does so from --ignition-dir, or --cluster-kubeconfig FILE)".into(),
+            })
     }
 
     /// The folder the files go to.
@@ -480,5 +509,27 @@ impl HostInventory for HAClusterTopology {
 
     async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError> {
         self.inventory.bind_host(binding).await
+    }
+}
+
+#[async_trait]
+impl ClusterNodes for HAClusterTopology {
+    async fn nodes(&self) -> Result<Vec<NodeStatus>, CapabilityError> {
+        self.cluster_nodes()?.nodes().await
+    }
+
+    async fn pending_csrs(&self) -> Result<Vec<PendingCsr>, CapabilityError> {
+        self.cluster_nodes()?.pending_csrs().await
+    }
+
+    async fn approve_csr(&self, name: &str, reason: &str) -> Result<(), CapabilityError> {
+        self.cluster_nodes()?.approve_csr(name, reason).await
+    }
+
+    fn cluster_description(&self) -> String {
+        match &self.cluster_nodes {
+            Some(n) => n.cluster_description(),
+            None => format!("cluster {} (no kubeconfig given)", self.layout.cluster_name),
+        }
     }
 }

@@ -1,0 +1,584 @@
+//! The join phase of one role: wait for each bound host to register as a Node and become
+//! Ready, approving the kubelet certificate signing requests (CSRs) of exactly those hosts.
+
+use async_trait::async_trait;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use harmony::domain::capability::cluster_nodes::{
+    KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, NODE_BOOTSTRAPPER, node_user,
+};
+use harmony::domain::capability::{
+    CapabilityError, ClusterLayout, ClusterNodes, NodeReadiness, NodeStatus, PendingCsr,
+};
+use harmony::domain::interpret::{Interpret, InterpretName};
+use harmony::domain::inventory::HostRole;
+use harmony::domain::{
+    ChangeAction, ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score,
+    report_progress,
+};
+use harmony_types::Version;
+
+use super::{OkdTopology, capability_error, version};
+
+/// How long a join phase waits for its nodes unless told otherwise.
+pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+
+/// How often the Nodes and CSRs are read while waiting.
+const POLL: Duration = Duration::from_secs(2);
+
+/// Waits for the hosts of one role to join the installed cluster as Ready nodes, approving
+/// their kubelets' CSRs: the node-bootstrapper's client CSR for `system:node:<host>` and then
+/// the node's own serving CSR, for bound hosts of this role only. Every other pending CSR is
+/// left pending and reported.
+#[derive(Debug, Clone)]
+pub struct OkdNodesScore {
+    role: HostRole,
+    timeout: Duration,
+}
+
+impl OkdNodesScore {
+    /// The join phase of `role`, waiting up to [`DEFAULT_NODE_TIMEOUT`].
+    pub fn new(role: HostRole) -> Self {
+        Self {
+            role,
+            timeout: DEFAULT_NODE_TIMEOUT,
+        }
+    }
+
+    /// Waits up to `timeout` for the nodes instead.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    fn title(&self) -> &'static str {
+        match self.role {
+            HostRole::Bootstrap => "OKD bootstrap node",
+            HostRole::ControlPlane => "OKD control-plane nodes",
+            HostRole::Worker => "OKD worker nodes",
+        }
+    }
+}
+
+/// The Node names a bound host may register with: its short name and its full name in the
+/// cluster domain (what its kubelet picks depends on the host's DNS settings).
+pub(crate) struct NodeNames {
+    /// Node name → logical host name.
+    names: HashMap<String, String>,
+}
+
+impl NodeNames {
+    pub(crate) fn new<'a>(
+        layout: &ClusterLayout,
+        logical: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let mut names = HashMap::new();
+        for l in logical {
+            names.insert(l.to_string(), l.to_string());
+            names.insert(layout.fqdn(l), l.to_string());
+        }
+        Self { names }
+    }
+
+    /// The logical host a Node or CSR name `name` belongs to.
+    pub(crate) fn logical(&self, name: &str) -> Option<&str> {
+        self.names.get(name).map(String::as_str)
+    }
+
+    /// The logical hosts' Node statuses: each one's Node, or `None` while it has not registered.
+    pub(crate) fn statuses<'a>(
+        &self,
+        logical: &[String],
+        nodes: &'a [NodeStatus],
+    ) -> BTreeMap<String, Option<&'a NodeStatus>> {
+        let mut out: BTreeMap<String, Option<&NodeStatus>> =
+            logical.iter().map(|l| (l.clone(), None)).collect();
+        for n in nodes {
+            if let Some(l) = self.logical(&n.name)
+                && let Some(slot) = out.get_mut(l)
+            {
+                // A Ready registration wins over a stale NotReady one under the other name.
+                if slot.is_none_or(|s| s.readiness != NodeReadiness::Ready) {
+                    *slot = Some(n);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What to do with one pending CSR.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Approve it: the client certificate of this logical host's kubelet.
+    Client(String),
+    /// Approve it: the serving certificate of this logical host's kubelet.
+    Serving(String),
+    /// Leave it pending, for this reason.
+    Leave(String),
+}
+
+fn usages_within(csr: &PendingCsr, allowed: &[&str], required: &str) -> bool {
+    csr.usages.iter().any(|u| u == required)
+        && csr.usages.iter().all(|u| allowed.contains(&u.as_str()))
+}
+
+/// Decides whether `csr` is a kubelet CSR of one of the hosts `names` knows.
+pub(crate) fn classify(csr: &PendingCsr, names: &NodeNames, role: HostRole) -> Verdict {
+    let Some(cn) = &csr.common_name else {
+        return Verdict::Leave("no subject common name could be read from the request".into());
+    };
+    let Some(node) = cn.strip_prefix("system:node:") else {
+        return Verdict::Leave(format!(
+            "the requested name {cn} is not a node (system:node:<host>)"
+        ));
+    };
+    let Some(logical) = names.logical(node) else {
+        return Verdict::Leave(format!("{node} is not a bound {role} host"));
+    };
+    if csr.requester == NODE_BOOTSTRAPPER {
+        if csr.signer != KUBELET_CLIENT_SIGNER {
+            return Verdict::Leave(format!(
+                "the node-bootstrapper asked signer {} instead of {KUBELET_CLIENT_SIGNER}",
+                csr.signer
+            ));
+        }
+        if !usages_within(
+            csr,
+            &["digital signature", "key encipherment", "client auth"],
+            "client auth",
+        ) {
+            return Verdict::Leave(format!(
+                "usages {} are not those of a kubelet client certificate",
+                csr.usages.join(", ")
+            ));
+        }
+        return Verdict::Client(logical.to_string());
+    }
+    if csr.requester == node_user(node) {
+        if csr.signer != KUBELET_SERVING_SIGNER {
+            return Verdict::Leave(format!(
+                "the node asked signer {} instead of {KUBELET_SERVING_SIGNER}",
+                csr.signer
+            ));
+        }
+        if !usages_within(
+            csr,
+            &["digital signature", "key encipherment", "server auth"],
+            "server auth",
+        ) {
+            return Verdict::Leave(format!(
+                "usages {} are not those of a kubelet serving certificate",
+                csr.usages.join(", ")
+            ));
+        }
+        return Verdict::Serving(logical.to_string());
+    }
+    Verdict::Leave(format!(
+        "requester {} is neither the node-bootstrapper nor {}",
+        csr.requester,
+        node_user(node)
+    ))
+}
+
+/// One CSR left pending, as the report lists it.
+fn describe_left(csr: &PendingCsr, why: &str) -> String {
+    format!(
+        "{} (requester {}, CN {}): {why}",
+        csr.name,
+        csr.requester,
+        csr.common_name.as_deref().unwrap_or("none")
+    )
+}
+
+/// A node's state in one line: `worker0 Ready (KubeletReady)`, `worker1 not registered`.
+fn describe_node(logical: &str, node: Option<&NodeStatus>) -> String {
+    match node {
+        None => format!("{logical} not registered as a Node"),
+        Some(n) if n.reason.is_empty() => format!("{logical} {} (Node {})", n.readiness, n.name),
+        Some(n) => format!("{logical} {} (Node {}, {})", n.readiness, n.name, n.reason),
+    }
+}
+
+impl<T: OkdTopology + ClusterNodes> Score<T> for OkdNodesScore {
+    fn name(&self) -> String {
+        self.title().into()
+    }
+
+    fn create_interpret(&self) -> Box<dyn Interpret<T>> {
+        Box::new(self.clone())
+    }
+
+    fn parameters(&self) -> serde_json::Value {
+        serde_json::json!({ "role": self.role, "timeout_seconds": self.timeout.as_secs() })
+    }
+}
+
+#[async_trait]
+impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
+    fn name(&self) -> InterpretName {
+        InterpretName("OkdNodes")
+    }
+
+    fn version(&self) -> Version {
+        version()
+    }
+
+    async fn execute(&self, _: &Inventory, topology: &T) -> Result<Outcome, InterpretError> {
+        let layout = topology.layout();
+        if layout.hosts_for(self.role).is_empty() {
+            return Ok(Outcome::noop(format!(
+                "the topology declares no {} hosts",
+                self.role
+            )));
+        }
+        let bindings = topology
+            .host_bindings()
+            .await
+            .map_err(capability_error("reading bindings", &[]))?;
+        let mut bound: Vec<String> = bindings
+            .iter()
+            .filter(|b| b.role == self.role)
+            .map(|b| b.logical.to_string())
+            .collect();
+        bound.sort();
+        bound.dedup();
+        if topology.mode() != ExecutionMode::Apply {
+            let hosts = if bound.is_empty() {
+                "the bound hosts".to_string()
+            } else {
+                bound.join(", ")
+            };
+            return Ok(Outcome::noop(format!(
+                "{} mode: no cluster is contacted; with --apply this phase waits up to {}s for {hosts} to be Ready nodes and approves their kubelet CSRs",
+                topology.mode(),
+                self.timeout.as_secs()
+            )));
+        }
+        if bound.is_empty() {
+            return Err(capability_error(
+                format!("joining {} nodes", self.role),
+                &[],
+            )(CapabilityError::InvalidObject {
+                object: format!("{} hosts", self.role),
+                problem: format!(
+                    "no {} host is bound in the inventory; run the {} hosts phase first",
+                    self.role, self.role
+                ),
+            }));
+        }
+        let names = NodeNames::new(layout, bound.iter().map(String::as_str));
+        let cluster = topology.cluster_description();
+        let mut changes: Vec<ObjectChange> = Vec::new();
+        let mut approved: Vec<String> = Vec::new();
+        let started = Instant::now();
+        loop {
+            let pending = topology
+                .pending_csrs()
+                .await
+                .map_err(capability_error("listing pending CSRs", &changes))?;
+            let mut left: Vec<String> = Vec::new();
+            for csr in &pending {
+                let (kind, logical) = match classify(csr, &names, self.role) {
+                    Verdict::Client(l) => ("client", l),
+                    Verdict::Serving(l) => ("serving", l),
+                    Verdict::Leave(why) => {
+                        left.push(describe_left(csr, &why));
+                        continue;
+                    }
+                };
+                let reason = format!(
+                    "Harmony: kubelet {kind} certificate of bound {} host {logical}",
+                    self.role
+                );
+                topology
+                    .approve_csr(&csr.name, &reason)
+                    .await
+                    .map_err(capability_error(
+                        format!("approving CSR {}", csr.name),
+                        &changes,
+                    ))?;
+                report_progress(format!(
+                    "approved CSR {} ({kind} certificate of {logical})",
+                    csr.name
+                ));
+                approved.push(format!(
+                    "approved CSR {}: kubelet {kind} certificate of {logical} (requester {})",
+                    csr.name, csr.requester
+                ));
+                changes.push(ObjectChange {
+                    object: format!(
+                        "certificates.k8s.io/v1 CertificateSigningRequest {}",
+                        csr.name
+                    ),
+                    action: ChangeAction::Update,
+                    location: Some(cluster.clone()),
+                    diff: Vec::new(),
+                });
+            }
+            let nodes = topology
+                .nodes()
+                .await
+                .map_err(capability_error("listing Nodes", &changes))?;
+            let statuses = names.statuses(&bound, &nodes);
+            let ready = statuses
+                .values()
+                .filter(|n| n.is_some_and(|n| n.readiness == NodeReadiness::Ready))
+                .count();
+            let left_set: BTreeSet<String> = left.into_iter().collect();
+            if ready == bound.len() {
+                let mut outcome = Outcome::from_changes(changes);
+                outcome.message = format!(
+                    "{ready} of {} {} node(s) Ready; {} CSR(s) approved",
+                    bound.len(),
+                    self.role,
+                    approved.len()
+                );
+                outcome.details = statuses
+                    .iter()
+                    .map(|(l, n)| describe_node(l, *n))
+                    .chain(approved)
+                    .chain(left_set.iter().map(|l| format!("left pending: {l}")))
+                    .collect();
+                let unbound = layout.hosts_for(self.role).len() - bound.len();
+                if unbound > 0 {
+                    outcome
+                        .details
+                        .push(format!("{unbound} {} host(s) not bound yet", self.role));
+                }
+                return Ok(outcome);
+            }
+            let missing: Vec<&str> = statuses
+                .iter()
+                .filter(|(_, n)| n.is_none())
+                .map(|(l, _)| l.as_str())
+                .collect();
+            let not_ready: Vec<String> = statuses
+                .iter()
+                .filter_map(|(l, n)| {
+                    n.filter(|n| n.readiness != NodeReadiness::Ready)
+                        .map(|n| describe_node(l, Some(n)))
+                })
+                .collect();
+            if started.elapsed() >= self.timeout {
+                let mut last = Vec::new();
+                if !missing.is_empty() {
+                    last.push(format!("not registered: {}", missing.join(", ")));
+                }
+                if !not_ready.is_empty() {
+                    last.push(format!("NotReady: {}", not_ready.join(", ")));
+                }
+                if left_set.is_empty() {
+                    last.push("no CSR left pending".into());
+                } else {
+                    last.push(format!(
+                        "CSRs left pending: {}",
+                        left_set.iter().cloned().collect::<Vec<_>>().join("; ")
+                    ));
+                }
+                return Err(capability_error(
+                    format!("joining {} nodes", self.role),
+                    &changes,
+                )(CapabilityError::Timeout {
+                    waited_for: format!(
+                        "{} {} host(s) to be Ready nodes of {cluster}",
+                        bound.len(),
+                        self.role
+                    ),
+                    after: self.timeout,
+                    last_seen: last.join("; "),
+                }));
+            }
+            report_progress(format!(
+                "{ready}/{} {} node(s) Ready{}{}; {} CSR(s) approved, {} left pending",
+                bound.len(),
+                self.role,
+                if missing.is_empty() {
+                    String::new()
+                } else {
+                    format!("; waiting for {} to register", missing.join(", "))
+                },
+                if not_ready.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", not_ready.join(", "))
+                },
+                approved.len(),
+                left_set.len()
+            ));
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+/// A small cluster for unit tests: bootstrap, cp0-cp2, worker0.
+#[cfg(test)]
+pub(crate) fn tests_layout() -> ClusterLayout {
+    use harmony::domain::capability::LogicalHost;
+    use harmony_types::{Dns1123Label, HostName, IpAddress, Ipv4Cidr};
+    {
+        let host = |n: &str, ip: &str| {
+            LogicalHost::new(HostName::parse(n).unwrap(), IpAddress::parse(ip).unwrap())
+        };
+        ClusterLayout {
+            cluster_name: Dns1123Label::parse("okd").unwrap(),
+            base_domain: HostName::parse("example.com").unwrap(),
+            network: Ipv4Cidr::parse("10.0.0.0/24").unwrap(),
+            gateway: IpAddress::parse("10.0.0.1").unwrap(),
+            load_balancer: IpAddress::parse("10.0.0.2").unwrap(),
+            services: IpAddress::parse("10.0.0.2").unwrap(),
+            bootstrap: host("bootstrap", "10.0.0.10"),
+            control_plane: vec![
+                host("cp0", "10.0.0.11"),
+                host("cp1", "10.0.0.12"),
+                host("cp2", "10.0.0.13"),
+            ],
+            workers: vec![host("worker0", "10.0.0.21")],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> ClusterLayout {
+        tests_layout()
+    }
+
+    fn csr(requester: &str, cn: Option<&str>, signer: &str, usages: &[&str]) -> PendingCsr {
+        PendingCsr {
+            name: "csr-1".into(),
+            requester: requester.into(),
+            common_name: cn.map(str::to_string),
+            signer: signer.into(),
+            usages: usages.iter().map(|u| u.to_string()).collect(),
+        }
+    }
+
+    const CLIENT: &[&str] = &["digital signature", "client auth"];
+    const SERVING: &[&str] = &["digital signature", "server auth"];
+
+    #[test]
+    fn only_kubelet_csrs_of_bound_hosts_are_approved() {
+        let names = NodeNames::new(&layout(), ["worker0"]);
+        let w = HostRole::Worker;
+        let client = csr(
+            NODE_BOOTSTRAPPER,
+            Some("system:node:worker0"),
+            KUBELET_CLIENT_SIGNER,
+            CLIENT,
+        );
+        assert_eq!(
+            classify(&client, &names, w),
+            Verdict::Client("worker0".into())
+        );
+        let fqdn = csr(
+            NODE_BOOTSTRAPPER,
+            Some("system:node:worker0.okd.example.com"),
+            KUBELET_CLIENT_SIGNER,
+            CLIENT,
+        );
+        assert_eq!(
+            classify(&fqdn, &names, w),
+            Verdict::Client("worker0".into())
+        );
+        let serving = csr(
+            "system:node:worker0",
+            Some("system:node:worker0"),
+            KUBELET_SERVING_SIGNER,
+            SERVING,
+        );
+        assert_eq!(
+            classify(&serving, &names, w),
+            Verdict::Serving("worker0".into())
+        );
+
+        let unknown = csr(
+            NODE_BOOTSTRAPPER,
+            Some("system:node:intruder"),
+            KUBELET_CLIENT_SIGNER,
+            CLIENT,
+        );
+        assert!(
+            matches!(classify(&unknown, &names, w), Verdict::Leave(why) if why.contains("intruder is not a bound worker host"))
+        );
+        let stranger = csr(
+            "system:serviceaccount:default:builder",
+            Some("system:node:worker0"),
+            KUBELET_CLIENT_SIGNER,
+            CLIENT,
+        );
+        assert!(
+            matches!(classify(&stranger, &names, w), Verdict::Leave(why) if why.contains("system:serviceaccount:default:builder"))
+        );
+        // Another node may not ask for worker0's serving certificate.
+        let other_node = csr(
+            "system:node:worker9",
+            Some("system:node:worker0"),
+            KUBELET_SERVING_SIGNER,
+            SERVING,
+        );
+        assert!(matches!(
+            classify(&other_node, &names, w),
+            Verdict::Leave(_)
+        ));
+        let wrong_signer = csr(
+            NODE_BOOTSTRAPPER,
+            Some("system:node:worker0"),
+            KUBELET_SERVING_SIGNER,
+            SERVING,
+        );
+        assert!(
+            matches!(classify(&wrong_signer, &names, w), Verdict::Leave(why) if why.contains("signer"))
+        );
+        let server_usage = csr(
+            NODE_BOOTSTRAPPER,
+            Some("system:node:worker0"),
+            KUBELET_CLIENT_SIGNER,
+            &["client auth", "server auth"],
+        );
+        assert!(
+            matches!(classify(&server_usage, &names, w), Verdict::Leave(why) if why.contains("usages"))
+        );
+        let unreadable = csr(NODE_BOOTSTRAPPER, None, KUBELET_CLIENT_SIGNER, CLIENT);
+        assert!(matches!(
+            classify(&unreadable, &names, w),
+            Verdict::Leave(_)
+        ));
+    }
+
+    #[test]
+    fn a_ready_node_under_either_name_counts() {
+        let names = NodeNames::new(&layout(), ["worker0"]);
+        let nodes = [
+            NodeStatus {
+                name: "worker0".into(),
+                readiness: NodeReadiness::NotReady,
+                reason: "KubeletNotReady".into(),
+            },
+            NodeStatus {
+                name: "worker0.okd.example.com".into(),
+                readiness: NodeReadiness::Ready,
+                reason: "KubeletReady".into(),
+            },
+            NodeStatus {
+                name: "cp0".into(),
+                readiness: NodeReadiness::Ready,
+                reason: String::new(),
+            },
+        ];
+        let s = names.statuses(&["worker0".into()], &nodes);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s["worker0"].unwrap().readiness, NodeReadiness::Ready);
+        assert_eq!(
+            describe_node("worker0", s["worker0"]),
+            "worker0 Ready (Node worker0.okd.example.com, KubeletReady)"
+        );
+        assert_eq!(
+            describe_node("worker1", None),
+            "worker1 not registered as a Node"
+        );
+    }
+}
