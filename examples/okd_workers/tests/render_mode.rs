@@ -228,3 +228,56 @@ fn a_render_is_the_same_bytes_in_any_folder_and_names_the_host_paths() {
         "haproxy's socket is on the host"
     );
 }
+
+#[test]
+fn apply_without_the_installed_clusters_kubeconfig_exits_2_naming_it_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let services = dir.path().join("services");
+    let ignition = dir.path().join("ignition");
+    std::fs::create_dir_all(&ignition).unwrap();
+    for f in ["bootstrap.ign", "master.ign", "worker.ign"] {
+        std::fs::write(ignition.join(f), "{}").unwrap();
+    }
+    // The ignition files are there, but not the admin kubeconfig the installer writes beside
+    // them (auth/kubeconfig): the join and bootstrap-removal phases could not reach the cluster.
+    let out = run(
+        dir.path(),
+        &["--apply", "--yes"],
+        &[
+            ("HARMONY_OKD_SERVICES_DIR", services.as_path()),
+            ("HARMONY_OKD_IGNITION_DIR", ignition.as_path()),
+        ],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let expected = format!(
+        "invalid cluster kubeconfig: {} is not a file",
+        ignition.join("auth/kubeconfig").display()
+    );
+    assert!(err.contains(&expected), "{expected} missing from: {err}");
+    assert!(err.contains("--cluster-kubeconfig FILE"), "{err}");
+    assert!(!services.exists(), "the services folder was created");
+
+    // Named explicitly, a missing file is refused the same way.
+    let elsewhere = dir.path().join("no-such-kubeconfig");
+    let out = run(
+        dir.path(),
+        &[
+            "--apply",
+            "--yes",
+            "--cluster-kubeconfig",
+            elsewhere.to_str().unwrap(),
+        ],
+        &[
+            ("HARMONY_OKD_SERVICES_DIR", services.as_path()),
+            ("HARMONY_OKD_IGNITION_DIR", ignition.as_path()),
+        ],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{} is not a file", elsewhere.display())),
+        "{err}"
+    );
+    assert!(!services.exists(), "the services folder was created");
+}

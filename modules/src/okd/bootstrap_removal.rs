@@ -10,7 +10,8 @@ use harmony::domain::capability::{
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::inventory::HostRole;
 use harmony::domain::{
-    ChangeAction, ExecutionMode, InterpretError, Inventory, Outcome, Score, report_progress,
+    ChangeAction, ExecutionMode, InterpretError, Inventory, Outcome, Score, ValidationError,
+    report_progress,
 };
 use harmony_types::Version;
 
@@ -74,6 +75,13 @@ impl<T: OkdTopology + ClusterNodes> Score<T> for OkdBootstrapRemovalScore {
 
     fn parameters(&self) -> serde_json::Value {
         serde_json::json!({ "timeout_seconds": self.timeout.as_secs() })
+    }
+
+    fn validate_on(&self, topology: &T) -> Result<(), ValidationError> {
+        if topology.mode() == ExecutionMode::Apply {
+            topology.check_access()?;
+        }
+        Ok(())
     }
 }
 

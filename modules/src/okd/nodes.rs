@@ -15,7 +15,7 @@ use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::inventory::HostRole;
 use harmony::domain::{
     ChangeAction, ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score,
-    report_progress,
+    ValidationError, report_progress,
 };
 use harmony_types::Version;
 
@@ -212,6 +212,15 @@ impl<T: OkdTopology + ClusterNodes> Score<T> for OkdNodesScore {
 
     fn parameters(&self) -> serde_json::Value {
         serde_json::json!({ "role": self.role, "timeout_seconds": self.timeout.as_secs() })
+    }
+
+    fn validate_on(&self, topology: &T) -> Result<(), ValidationError> {
+        if topology.mode() == ExecutionMode::Apply
+            && !topology.layout().hosts_for(self.role).is_empty()
+        {
+            topology.check_access()?;
+        }
+        Ok(())
     }
 }
 

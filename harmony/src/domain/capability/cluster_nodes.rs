@@ -7,6 +7,7 @@ use serde::Serialize;
 use std::fmt;
 
 use super::CapabilityError;
+use crate::domain::score::ValidationError;
 
 /// The requester of a node's first (client) CSR: the bootstrap identity the installer gives
 /// every new machine.
@@ -89,6 +90,12 @@ pub trait ClusterNodes: Send + Sync {
 
     /// Where the capability reaches the cluster, for messages (`the cluster of /x/auth/kubeconfig`).
     fn cluster_description(&self) -> String;
+
+    /// Checks, before anything runs, that the cluster can be reached as configured (e.g. the
+    /// kubeconfig was given and is a file). Contacts nothing.
+    fn check_access(&self) -> Result<(), ValidationError> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

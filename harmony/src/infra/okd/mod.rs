@@ -526,6 +526,23 @@ impl ClusterNodes for HAClusterTopology {
         self.cluster_nodes()?.approve_csr(name, reason).await
     }
 
+    fn check_access(&self) -> Result<(), ValidationError> {
+        let fix = "`openshift-install create ignition-configs --dir DIR` writes the installed cluster's admin kubeconfig to DIR/auth/kubeconfig: run it, or give that kubeconfig (the OKD example: --ignition-dir DIR or --cluster-kubeconfig FILE)";
+        match &self.cluster_nodes {
+            None => Err(ValidationError::new(
+                "cluster kubeconfig",
+                "no kubeconfig for the installed cluster was given, so its nodes cannot be awaited",
+                fix,
+            )),
+            Some(n) if !n.kubeconfig().is_file() => Err(ValidationError::new(
+                "cluster kubeconfig",
+                format!("{} is not a file", n.kubeconfig().display()),
+                fix,
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
     fn cluster_description(&self) -> String {
         match &self.cluster_nodes {
             Some(n) => n.cluster_description(),
