@@ -15,7 +15,7 @@ use harmony::domain::{
 };
 use harmony_types::Version;
 
-use super::nodes::{DEFAULT_NODE_TIMEOUT, NodeNames};
+use super::nodes::{DEFAULT_NODE_TIMEOUT, NodeNames, transient};
 use super::{OkdTopology, capability_error, load_balancer_services, version};
 
 const POLL: Duration = Duration::from_secs(2);
@@ -117,10 +117,15 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdBootstrapRemovalScore {
         let names = NodeNames::new(layout, control_plane.iter().map(String::as_str));
         let started = Instant::now();
         loop {
-            let nodes = topology
-                .nodes()
-                .await
-                .map_err(capability_error("listing Nodes", &[]))?;
+            let nodes = match topology.nodes().await {
+                Ok(n) => n,
+                Err(e) if transient(&e) && started.elapsed() < self.timeout => {
+                    report_progress(format!("{e}; retrying"));
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+                Err(e) => return Err(capability_error("listing Nodes", &[])(e)),
+            };
             let statuses = names.statuses(&control_plane, &nodes);
             let waiting: Vec<String> = statuses
                 .iter()

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use harmony::domain::capability::cluster_nodes::{
-    KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, NODE_BOOTSTRAPPER, node_user,
+    KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, NODE_BOOTSTRAPPER, NODES_GROUP, node_user,
 };
 use harmony::domain::capability::{
     CapabilityError, ClusterLayout, ClusterNodes, NodeReadiness, NodeStatus, PendingCsr,
@@ -137,6 +137,12 @@ pub(crate) fn classify(csr: &PendingCsr, names: &NodeNames, role: HostRole) -> V
     let Some(logical) = names.logical(node) else {
         return Verdict::Leave(format!("{node} is not a bound {role} host"));
     };
+    if csr.organizations != [NODES_GROUP] {
+        return Verdict::Leave(format!(
+            "the request's organisation is [{}], not [{NODES_GROUP}]",
+            csr.organizations.join(", ")
+        ));
+    }
     if csr.requester == NODE_BOOTSTRAPPER {
         if csr.signer != KUBELET_CLIENT_SIGNER {
             return Verdict::Leave(format!(
@@ -180,6 +186,12 @@ pub(crate) fn classify(csr: &PendingCsr, names: &NodeNames, role: HostRole) -> V
         csr.requester,
         node_user(node)
     ))
+}
+
+/// Whether waiting may go on after `e`: the API server may be down for a while (still
+/// bootstrapping, restarting, the load balancer reloading); anything else will not pass.
+pub(crate) fn transient(e: &CapabilityError) -> bool {
+    matches!(e, CapabilityError::Unreachable { .. })
 }
 
 /// One CSR left pending, as the report lists it.
@@ -283,10 +295,15 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
         let mut approved: Vec<String> = Vec::new();
         let started = Instant::now();
         loop {
-            let pending = topology
-                .pending_csrs()
-                .await
-                .map_err(capability_error("listing pending CSRs", &changes))?;
+            let pending = match topology.pending_csrs().await {
+                Ok(p) => p,
+                Err(e) if transient(&e) && started.elapsed() < self.timeout => {
+                    report_progress(format!("{e}; retrying"));
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+                Err(e) => return Err(capability_error("listing pending CSRs", &changes)(e)),
+            };
             let mut left: Vec<String> = Vec::new();
             for csr in &pending {
                 let (kind, logical) = match classify(csr, &names, self.role) {
@@ -301,13 +318,20 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
                     "Harmony: kubelet {kind} certificate of bound {} host {logical}",
                     self.role
                 );
-                topology
-                    .approve_csr(&csr.name, &reason)
-                    .await
-                    .map_err(capability_error(
-                        format!("approving CSR {}", csr.name),
-                        &changes,
-                    ))?;
+                match topology.approve_csr(&csr.name, &reason).await {
+                    Ok(()) => {}
+                    // Still pending: the next round approves it.
+                    Err(e) if transient(&e) => {
+                        report_progress(format!("{e}; retrying"));
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(capability_error(
+                            format!("approving CSR {}", csr.name),
+                            &changes,
+                        )(e));
+                    }
+                }
                 report_progress(format!(
                     "approved CSR {} ({kind} certificate of {logical})",
                     csr.name
@@ -326,10 +350,15 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
                     diff: Vec::new(),
                 });
             }
-            let nodes = topology
-                .nodes()
-                .await
-                .map_err(capability_error("listing Nodes", &changes))?;
+            let nodes = match topology.nodes().await {
+                Ok(n) => n,
+                Err(e) if transient(&e) && started.elapsed() < self.timeout => {
+                    report_progress(format!("{e}; retrying"));
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+                Err(e) => return Err(capability_error("listing Nodes", &changes)(e)),
+            };
             let statuses = names.statuses(&bound, &nodes);
             let ready = statuses
                 .values()
@@ -461,6 +490,7 @@ mod tests {
             name: "csr-1".into(),
             requester: requester.into(),
             common_name: cn.map(str::to_string),
+            organizations: vec![NODES_GROUP.into()],
             signer: signer.into(),
             usages: usages.iter().map(|u| u.to_string()).collect(),
         }
@@ -550,6 +580,11 @@ mod tests {
         );
         assert!(
             matches!(classify(&server_usage, &names, w), Verdict::Leave(why) if why.contains("usages"))
+        );
+        let mut masters = client.clone();
+        masters.organizations.push("system:masters".into());
+        assert!(
+            matches!(classify(&masters, &names, w), Verdict::Leave(why) if why.contains("system:nodes, system:masters"))
         );
         let unreadable = csr(NODE_BOOTSTRAPPER, None, KUBELET_CLIENT_SIGNER, CLIENT);
         assert!(matches!(

@@ -225,6 +225,8 @@ async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_
         Box::new(OkdNodesScore::new(HostRole::Worker).with_timeout(Duration::from_secs(3))),
         Box::new(OkdNodesScore::new(HostRole::Worker).with_timeout(Duration::from_secs(120))),
     ]);
+    let invalid = maestro.validate(&[0, 1]);
+    assert!(invalid.is_empty(), "{invalid:?}");
     let maestro = Arc::new(maestro);
 
     // CSRs nobody should approve: a client CSR for a machine that is not bound, and one for a
@@ -347,4 +349,17 @@ async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_
             "{name} re-approved"
         );
     }
+
+    // The API server gone: the phase keeps trying until its timeout, then names the cluster
+    // it could not reach.
+    let kubeconfig = server.kubeconfig();
+    drop(server);
+    let report = run_join(&maestro, 0).await;
+    assert_eq!(report.status, ScoreStatus::Failed, "{report:#?}");
+    let expected = format!("cannot reach the cluster of {}", kubeconfig.display());
+    assert!(
+        report.message.contains(&expected),
+        "{expected} missing from: {}",
+        report.message
+    );
 }

@@ -20,6 +20,9 @@ pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kub
 /// The signer of a kubelet's serving certificate (requested by the node itself).
 pub const KUBELET_SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 
+/// The group every kubelet's certificate names as its organisation.
+pub const NODES_GROUP: &str = "system:nodes";
+
 /// The user name (and certificate common name) of the kubelet of node `hostname`.
 pub fn node_user(hostname: &str) -> String {
     format!("system:node:{hostname}")
@@ -65,6 +68,9 @@ pub struct PendingCsr {
     /// The common name of the subject in the PEM request; `None` when the request could not
     /// be read or names no common name.
     pub common_name: Option<String>,
+    /// The organisations of the subject in the PEM request (the groups a client certificate
+    /// carries: `system:nodes` for a kubelet).
+    pub organizations: Vec<String>,
     /// The signer asked for (`spec.signerName`).
     pub signer: String,
     /// The key usages asked for (`spec.usages`).

@@ -34,7 +34,7 @@ use crate::domain::{
     ValidationError,
 };
 
-pub use nodes::{APPROVAL_REASON, KubeClusterNodes, requested_common_name};
+pub use nodes::{APPROVAL_REASON, KubeClusterNodes, RequestedSubject, requested_subject};
 pub use roles::parse_roles_file;
 
 /// How long a role phase waits for hosts to be discovered unless told otherwise.

@@ -25,6 +25,9 @@ pub const APPROVAL_REASON: &str = "HarmonyOkdNodes";
 /// The subject common name attribute (2.5.4.3).
 const COMMON_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
 
+/// The subject organisation attribute (2.5.4.10): a client certificate's groups.
+const ORGANIZATION: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
+
 /// The installed cluster reached through a kubeconfig file, connected on first use.
 pub struct KubeClusterNodes {
     kubeconfig: PathBuf,
@@ -52,22 +55,24 @@ impl KubeClusterNodes {
     async fn client(&self) -> Result<&Client, CapabilityError> {
         self.client
             .get_or_try_init(|| async {
-                let unreachable = |reason: String| CapabilityError::Unreachable {
-                    server: self.server(),
-                    reason,
+                // A kubeconfig that cannot be used is not a passing outage: no retry helps.
+                let unusable = |problem: String| CapabilityError::InvalidObject {
+                    object: format!("kubeconfig {}", self.kubeconfig.display()),
+                    problem,
                 };
-                let kc = Kubeconfig::read_from(&self.kubeconfig).map_err(|e| {
-                    unreachable(format!(
-                        "cannot read the kubeconfig: {}; fix: it is written by `openshift-install create ignition-configs` into <ignition dir>/auth/kubeconfig, or name another with the program's kubeconfig flag",
-                        describe_error(&e)
-                    ))
+                let fix = "it is written by `openshift-install create ignition-configs` into <ignition dir>/auth/kubeconfig; give that file or another admin kubeconfig of the installed cluster";
+                let kc = Kubeconfig::read_from(&self.kubeconfig).map_err(|e| match &e {
+                    kube::config::KubeconfigError::ReadConfig(io, _) => {
+                        unusable(format!("cannot read it: {io}; fix: {fix}"))
+                    }
+                    other => unusable(format!("{}; fix: {fix}", describe_error(other))),
                 })?;
                 let mut config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                     .await
-                    .map_err(|e| unreachable(describe_error(&e)))?;
+                    .map_err(|e| unusable(format!("{}; fix: {fix}", describe_error(&e))))?;
                 config.connect_timeout = Some(Duration::from_secs(5));
                 config.read_timeout = Some(Duration::from_secs(30));
-                Client::try_from(config).map_err(|e| unreachable(describe_error(&e)))
+                Client::try_from(config).map_err(|e| unusable(describe_error(&e)))
             })
             .await
     }
@@ -125,33 +130,46 @@ fn decided(csr: &CertificateSigningRequest) -> bool {
         })
 }
 
-/// The subject common name of a PEM-encoded PKCS#10 request; `None` when it does not parse
-/// or has none.
-pub fn requested_common_name(pem_text: &[u8]) -> Option<String> {
+/// The subject of a PEM-encoded PKCS#10 request: its common name and its organisations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestedSubject {
+    /// The common name (`system:node:worker0`), if any.
+    pub common_name: Option<String>,
+    /// The organisations (`system:nodes`), in order.
+    pub organizations: Vec<String>,
+}
+
+/// Reads the subject of a PEM-encoded PKCS#10 request; `None` when it does not parse.
+pub fn requested_subject(pem_text: &[u8]) -> Option<RequestedSubject> {
     let block = pem::parse(pem_text).ok()?;
     let req = x509_cert::request::CertReq::from_der(block.contents()).ok()?;
-    req.info
-        .subject
-        .0
-        .iter()
-        .flat_map(|rdn| rdn.0.iter())
-        .find(|atv| atv.oid == COMMON_NAME)
-        .and_then(|atv| {
-            let text = match atv.value.tag() {
-                Tag::Utf8String => Utf8StringRef::try_from(&atv.value).ok()?.as_str(),
-                Tag::PrintableString => PrintableStringRef::try_from(&atv.value).ok()?.as_str(),
-                Tag::Ia5String => Ia5StringRef::try_from(&atv.value).ok()?.as_str(),
-                _ => return None,
-            };
-            Some(text.to_string())
-        })
+    let mut subject = RequestedSubject::default();
+    for atv in req.info.subject.0.iter().flat_map(|rdn| rdn.0.iter()) {
+        let text = match atv.value.tag() {
+            Tag::Utf8String => Utf8StringRef::try_from(&atv.value).ok().map(|s| s.as_str()),
+            Tag::PrintableString => PrintableStringRef::try_from(&atv.value)
+                .ok()
+                .map(|s| s.as_str()),
+            Tag::Ia5String => Ia5StringRef::try_from(&atv.value).ok().map(|s| s.as_str()),
+            _ => None,
+        };
+        let Some(text) = text else { continue };
+        if atv.oid == COMMON_NAME && subject.common_name.is_none() {
+            subject.common_name = Some(text.to_string());
+        } else if atv.oid == ORGANIZATION {
+            subject.organizations.push(text.to_string());
+        }
+    }
+    Some(subject)
 }
 
 fn pending(csr: &CertificateSigningRequest) -> PendingCsr {
+    let subject = requested_subject(&csr.spec.request.0).unwrap_or_default();
     PendingCsr {
         name: csr.metadata.name.clone().unwrap_or_default(),
         requester: csr.spec.username.clone().unwrap_or_default(),
-        common_name: requested_common_name(&csr.spec.request.0),
+        common_name: subject.common_name,
+        organizations: subject.organizations,
         signer: csr.spec.signer_name.clone(),
         usages: csr.spec.usages.clone().unwrap_or_default(),
     }
@@ -229,7 +247,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_common_name_is_read_from_a_pem_request() {
+    fn the_subject_is_read_from_a_pem_request() {
         let key = rcgen::KeyPair::generate().unwrap();
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params
@@ -241,9 +259,12 @@ mod tests {
         let csr = params.serialize_request(&key).unwrap();
         let pem_text = csr.pem().unwrap();
         assert_eq!(
-            requested_common_name(pem_text.as_bytes()).as_deref(),
-            Some("system:node:worker0")
+            requested_subject(pem_text.as_bytes()),
+            Some(RequestedSubject {
+                common_name: Some("system:node:worker0".into()),
+                organizations: vec!["system:nodes".into()],
+            })
         );
-        assert_eq!(requested_common_name(b"not a request"), None);
+        assert_eq!(requested_subject(b"not a request"), None);
     }
 }
