@@ -15,7 +15,8 @@ use harmony::domain::{
 };
 use harmony_types::Version;
 
-use super::nodes::{DEFAULT_NODE_TIMEOUT, NodeNames, transient};
+use super::node_identity::{NodeNames, transient};
+use super::nodes::DEFAULT_NODE_TIMEOUT;
 use super::{OkdTopology, capability_error, load_balancer_services, version};
 
 const POLL: Duration = Duration::from_secs(2);
@@ -187,7 +188,7 @@ mod tests {
 
     #[test]
     fn only_the_bootstrap_host_leaves_only_the_bootstrap_ports() {
-        let layout = super::super::nodes::tests_layout();
+        let layout = super::super::node_identity::tests_layout();
         let before = load_balancer_services(&layout);
         let after = services_without_bootstrap(&layout);
         for (b, a) in before.iter().zip(&after) {

@@ -14,6 +14,7 @@ mod binding;
 mod bootstrap_removal;
 mod check;
 mod hosts;
+mod node_identity;
 mod nodes;
 mod prepare;
 mod templates;
