@@ -1,5 +1,6 @@
 //! Capabilities: traits a Topology implements and Scores require as bounds.
 
+pub mod cluster_nodes;
 pub mod dhcp;
 pub mod dns;
 pub mod ha_cluster;
@@ -32,6 +33,7 @@ pub use region_admin::{BootstrapGrant, RegionAdmin, RegionHealth, RegionState, Z
 pub use sites::MultiSite;
 pub use tenant_admin::{ProjectQuota, ProjectState, TenantAdmin, TenantState};
 
+pub use cluster_nodes::{ClusterNodes, NodeReadiness, NodeStatus, PendingCsr};
 pub use dhcp::{DhcpHostBinding, DhcpServer, PxeBootOptions};
 pub use dns::{DnsRecord, DnsServer};
 pub use ha_cluster::{

@@ -6,6 +6,7 @@
 //! checkers and reloads the services.
 
 mod duplicates;
+mod nodes;
 mod roles;
 
 use async_trait::async_trait;
@@ -26,6 +27,7 @@ use crate::domain::capability::{
     DnsRecord, DnsServer, HaCluster, HostBinding, HostInventory, HttpAccess, HttpFile, HttpServer,
     LoadBalancer, LoadBalancerService, PxeBootOptions, RoleRule, TftpFile, TftpServer,
 };
+use crate::domain::capability::{ClusterNodes, NodeStatus, PendingCsr};
 use crate::domain::inventory::{PhysicalHost, RoleAssignment};
 use crate::domain::operator::{Operator, OperatorHandle};
 use crate::domain::{
@@ -33,6 +35,7 @@ use crate::domain::{
     ValidationError,
 };
 
+pub use nodes::{APPROVAL_REASON, KubeClusterNodes, RequestedSubject, requested_subject};
 pub use roles::parse_roles_file;
 
 /// How long a role phase waits for hosts to be discovered unless told otherwise.
@@ -123,6 +126,7 @@ pub struct HAClusterTopology {
     inventory_flag: Option<PathBuf>,
     /// `--assign ROLE=RULE`, checked against the layout and the roles file.
     role_rules: Vec<RoleRule>,
+    cluster_nodes: Option<KubeClusterNodes>,
 }
 
 impl std::fmt::Debug for HAClusterTopology {
@@ -225,7 +229,32 @@ impl HAClusterTopology {
                 &layout_for_rules,
                 &declared_for_rules,
             )?,
+            cluster_nodes: None,
         })
+    }
+
+    /// Reaches the installed cluster (its Nodes and certificate signing requests) through
+    /// `kubeconfig`: usually `<ignition dir>/auth/kubeconfig`, which `openshift-install create
+    /// ignition-configs` writes. Nothing is read or contacted until a Score asks, and never in
+    /// render or plan mode.
+    pub fn with_cluster_kubeconfig(mut self, kubeconfig: PathBuf) -> Self {
+        self.cluster_nodes = Some(KubeClusterNodes::new(kubeconfig));
+        self
+    }
+
+    /// The kubeconfig of the installed cluster, when one was given.
+    pub fn cluster_kubeconfig(&self) -> Option<&std::path::Path> {
+        self.cluster_nodes.as_ref().map(|n| n.kubeconfig())
+    }
+
+    fn cluster_nodes(&self) -> Result<&KubeClusterNodes, CapabilityError> {
+        self.cluster_nodes
+            .as_ref()
+            .ok_or_else(|| CapabilityError::Unsupported {
+                what: "reading the installed cluster's nodes".into(),
+                backend: format!("topology {}", self.layout.cluster_name),
+                reason: "no kubeconfig for the installed cluster was given; build the topology with `with_cluster_kubeconfig(<ignition dir>/auth/kubeconfig)` (the OKD example does so from --ignition-dir, or --cluster-kubeconfig FILE)".into(),
+            })
     }
 
     /// The folder the files go to.
@@ -561,3 +590,41 @@ impl HostInventory for HAClusterTopology {
 
 #[cfg(test)]
 mod tests;
+#[async_trait]
+impl ClusterNodes for HAClusterTopology {
+    async fn nodes(&self) -> Result<Vec<NodeStatus>, CapabilityError> {
+        self.cluster_nodes()?.nodes().await
+    }
+
+    async fn pending_csrs(&self) -> Result<Vec<PendingCsr>, CapabilityError> {
+        self.cluster_nodes()?.pending_csrs().await
+    }
+
+    async fn approve_csr(&self, name: &str, reason: &str) -> Result<(), CapabilityError> {
+        self.cluster_nodes()?.approve_csr(name, reason).await
+    }
+
+    fn check_access(&self) -> Result<(), ValidationError> {
+        let fix = "`openshift-install create ignition-configs --dir DIR` writes the installed cluster's admin kubeconfig to DIR/auth/kubeconfig: run it, or give that kubeconfig (the OKD example: --ignition-dir DIR or --cluster-kubeconfig FILE)";
+        match &self.cluster_nodes {
+            None => Err(ValidationError::new(
+                "cluster kubeconfig",
+                "no kubeconfig for the installed cluster was given, so its nodes cannot be awaited",
+                fix,
+            )),
+            Some(n) if !n.kubeconfig().is_file() => Err(ValidationError::new(
+                "cluster kubeconfig",
+                format!("{} is not a file", n.kubeconfig().display()),
+                fix,
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn cluster_description(&self) -> String {
+        match &self.cluster_nodes {
+            Some(n) => n.cluster_description(),
+            None => format!("cluster {} (no kubeconfig given)", self.layout.cluster_name),
+        }
+    }
+}
