@@ -519,8 +519,10 @@ async fn one_run(input: &Inputs, concurrency: Option<usize>) -> BenchResult<[Ste
         .map_err(|e| format!("temp dir: {e}"))?;
     let kube_cache = cache.path();
     eprintln!("  starting two fresh kube-apiserver fixtures ...");
-    let harmony_server = ApiServer::start()?;
-    let kubectl_server = ApiServer::start()?;
+    // The fixture's default /24 holds 254 Services; the 10,000-object size has 1,000.
+    let flags = [String::from("--service-cluster-ip-range=10.0.0.0/16")];
+    let harmony_server = ApiServer::start_with_flags(&flags)?;
+    let kubectl_server = ApiServer::start_with_flags(&flags)?;
     tokio::time::sleep(SETTLE).await;
 
     eprintln!("  first apply ...");
