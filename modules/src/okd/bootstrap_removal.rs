@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use std::time::{Duration, Instant};
 
 use harmony::domain::capability::{
-    CapabilityError, ClusterLayout, ClusterNodes, LoadBalancerService, NodeReadiness,
+    BootEvent, CapabilityError, ClusterLayout, ClusterNodes, LoadBalancerService, NodeReadiness,
 };
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::inventory::HostRole;
@@ -51,6 +51,19 @@ impl OkdBootstrapRemovalScore {
         self.timeout = timeout;
         self
     }
+}
+
+/// The MACs bound to the bootstrap logical host.
+pub(crate) async fn bootstrap_macs<T: OkdTopology>(
+    topology: &T,
+) -> Result<Vec<harmony_types::MacAddress>, CapabilityError> {
+    Ok(topology
+        .host_bindings()
+        .await?
+        .into_iter()
+        .filter(|b| b.role == HostRole::Bootstrap)
+        .map(|b| b.mac)
+        .collect())
 }
 
 /// The load-balancer services of the cluster with the bootstrap host out of the 6443 and
@@ -163,6 +176,20 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdBootstrapRemovalScore {
             .ensure_services(&services_without_bootstrap(layout))
             .await
             .map_err(capability_error("removing the bootstrap host", &[]))?;
+        // Recorded so the prepare phase of later runs leaves the bootstrap host out too,
+        // instead of putting it back for this phase to take out again.
+        for mac in bootstrap_macs(topology).await.map_err(capability_error(
+            "recording the bootstrap host's removal",
+            &changes,
+        ))? {
+            topology
+                .record_boot_event(mac, BootEvent::Retired)
+                .await
+                .map_err(capability_error(
+                    "recording the bootstrap host's removal",
+                    &changes,
+                ))?;
+        }
         let changed = changes.iter().any(|c| c.action != ChangeAction::Unchanged);
         let mut outcome = Outcome::from_changes(changes);
         outcome.message = if changed {

@@ -2,17 +2,17 @@
 //! Ready, approving the kubelet certificate signing requests (CSRs) of exactly those hosts.
 
 use async_trait::async_trait;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use harmony::domain::capability::{CapabilityError, ClusterNodes, NodeReadiness};
+use harmony::domain::capability::{BootEvent, CapabilityError, ClusterNodes, NodeReadiness};
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::inventory::HostRole;
 use harmony::domain::{
     ChangeAction, ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score,
     ValidationError, report_progress,
 };
-use harmony_types::Version;
+use harmony_types::{MacAddress, Version};
 
 use super::node_identity::{NodeNames, Verdict, classify, describe_left, describe_node, transient};
 use super::{OkdTopology, capability_error, version};
@@ -134,6 +134,7 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
             }));
         }
         let names = NodeNames::new(layout, bound.iter().map(String::as_str));
+        let mut proven: HashSet<MacAddress> = HashSet::new();
         let cluster = topology.cluster_description();
         let mut changes: Vec<ObjectChange> = Vec::new();
         let mut approved: Vec<String> = Vec::new();
@@ -204,6 +205,31 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
                 Err(e) => return Err(capability_error("listing Nodes", &changes)(e)),
             };
             let statuses = names.statuses(&bound, &nodes);
+            // A registered Node proves its host booted the installer: a later hosts phase
+            // stops asking the operator to reboot it.
+            let registered: Vec<MacAddress> = bindings
+                .iter()
+                .filter(|b| b.role == self.role && !proven.contains(&b.mac))
+                .filter(|b| {
+                    statuses
+                        .get(b.logical.as_str())
+                        .is_some_and(Option::is_some)
+                })
+                .map(|b| b.mac)
+                .collect();
+            if !registered.is_empty() {
+                let waiting = topology
+                    .awaiting_boot(&registered)
+                    .await
+                    .map_err(capability_error("recording boot evidence", &changes))?;
+                for mac in waiting {
+                    topology
+                        .record_boot_event(mac, BootEvent::Booted)
+                        .await
+                        .map_err(capability_error("recording boot evidence", &changes))?;
+                }
+                proven.extend(registered);
+            }
             let ready = statuses
                 .values()
                 .filter(|n| n.is_some_and(|n| n.readiness == NodeReadiness::Ready))

@@ -14,6 +14,7 @@ use harmony::domain::{
 };
 use harmony_types::{HostName, Url, Version};
 
+use super::bootstrap_removal::{bootstrap_macs, services_without_bootstrap};
 use super::{OkdInstallation, OkdTopology, boot_script, capability_error, ignition_file, version};
 
 /// Sets up everything shared by all hosts: `api`, `api-int`, `*.apps` and host records; the
@@ -217,8 +218,30 @@ impl<T: OkdTopology> Interpret<T> for OkdPrepareScore {
         changes.extend(c);
 
         report_progress("load balancer");
+        // Once the bootstrap removal phase has taken the bootstrap host out, a re-run keeps it
+        // out rather than serving it again until that phase runs.
+        let retired = if topology.mode() == ExecutionMode::Apply {
+            let macs = bootstrap_macs(topology)
+                .await
+                .map_err(capability_error("load balancer", &changes))?;
+            topology
+                .retired(&macs)
+                .await
+                .map_err(capability_error("load balancer", &changes))?
+        } else {
+            Vec::new()
+        };
+        let services = if retired.is_empty() {
+            load_balancer_services(layout)
+        } else {
+            details.push(format!(
+                "the bootstrap host {} was removed once the control plane was Ready: it stays out of the 6443 and 22623 backends",
+                layout.bootstrap.name
+            ));
+            services_without_bootstrap(layout)
+        };
         let c = topology
-            .ensure_services(&load_balancer_services(layout))
+            .ensure_services(&services)
             .await
             .map_err(capability_error("load balancer", &changes))?;
         changes.extend(c);

@@ -16,11 +16,14 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use harmony::domain::capability::{HostBinding, HostInventory};
+use harmony::domain::inventory::{HostRole, PhysicalHost, RoleAssignment};
 use harmony::domain::operator::{OperatorHandle, Unattended};
 use harmony::domain::{
     Inventory, Maestro, RunContext, RunOptions, Score, ScoreReport, ScoreStatus,
 };
 use harmony::infra::okd::{BareMetalServices, HAClusterTopology};
+use harmony::types::{HostName, Id, MacAddress};
 use harmony_e2e::ApiServer;
 use harmony_e2e::netns::{Lab, Netns, available, wait_for};
 use harmony_e2e::okd_lab::{HTTP_PORT, LOAD_BALANCER, SERVICES, fake_installation, layout};
@@ -205,7 +208,35 @@ async fn once_the_control_plane_is_ready_the_live_frontends_no_longer_reach_the_
     }
 
     let install = fake_installation(dir.path()).unwrap();
-    let prepared = run(maestro, Box::new(OkdPrepareScore::new(install))).await;
+    // The bootstrap machine as the bootstrap phase leaves it: known, with the role, bound.
+    let bootstrap_mac = MacAddress::parse("52:54:00:00:0b:01").unwrap();
+    let bootstrap_host = Id::parse("bootstrap-machine").unwrap();
+    let t = maestro.topology();
+    t.record_host(&PhysicalHost {
+        id: bootstrap_host.clone(),
+        hostname: None,
+        macs: vec![bootstrap_mac],
+        cpu_count: 4,
+        memory_bytes: 16 << 30,
+        disks: Vec::new(),
+    })
+    .await
+    .unwrap();
+    t.assign_role(&RoleAssignment {
+        host: bootstrap_host.clone(),
+        role: HostRole::Bootstrap,
+    })
+    .await
+    .unwrap();
+    t.bind_host(&HostBinding {
+        host: bootstrap_host,
+        role: HostRole::Bootstrap,
+        logical: HostName::parse("bootstrap").unwrap(),
+        mac: bootstrap_mac,
+    })
+    .await
+    .unwrap();
+    let prepared = run(maestro, Box::new(OkdPrepareScore::new(install.clone()))).await;
     assert_eq!(prepared.status, ScoreStatus::Success, "{prepared:#?}");
     let cfg = maestro.topology().haproxy().config_path();
     let ns = &lab.services;
@@ -308,5 +339,23 @@ async fn once_the_control_plane_is_ready_the_live_frontends_no_longer_reach_the_
         again.message
     );
     assert_eq!(daemon.running_pid(), Some(new_pid));
+
+    // A re-run of the prepare phase keeps the bootstrap host out instead of putting it back
+    // for the removal phase to take out again: haproxy is neither rewritten nor reloaded.
+    let prepared = run(maestro, Box::new(OkdPrepareScore::new(install))).await;
+    assert!(
+        matches!(prepared.status, ScoreStatus::Success | ScoreStatus::Noop),
+        "{prepared:#?}"
+    );
+    assert!(
+        prepared
+            .details
+            .iter()
+            .any(|d| d.contains("stays out of the 6443 and 22623 backends")),
+        "{prepared:#?}"
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    assert!(!text.contains("server bootstrap"), "{text}");
+    assert_eq!(daemon.running_pid(), Some(new_pid), "haproxy was reloaded");
     drop(listeners);
 }

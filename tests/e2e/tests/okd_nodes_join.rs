@@ -13,10 +13,10 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use harmony::domain::capability::HostInventory;
 use harmony::domain::capability::cluster_nodes::{
     KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, NODE_BOOTSTRAPPER,
 };
+use harmony::domain::capability::{BootEvent, HostInventory};
 use harmony::domain::inventory::{HostRole, RoleAssignment};
 use harmony::domain::operator::{OperatorHandle, Unattended};
 use harmony::domain::{Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus};
@@ -195,6 +195,11 @@ async fn workers_topology(server: &ApiServer, dir: &std::path::Path) -> HACluste
             })
             .await
             .unwrap();
+        // The hosts phase asked the operator to reboot them; the Nodes will prove they did.
+        topology
+            .record_boot_event(MacAddress::parse(mac).unwrap(), BootEvent::RebootRequested)
+            .await
+            .unwrap();
     }
     topology
 }
@@ -285,6 +290,13 @@ async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_
         .expect("the phase ends once both workers are Ready")
         .unwrap();
     assert_eq!(report.status, ScoreStatus::Success, "{report:#?}");
+    // The registered Nodes are the boot evidence a later hosts phase reads.
+    let macs = [WORKER0.2, WORKER1.2].map(|m| MacAddress::parse(m).unwrap());
+    assert_eq!(
+        maestro.topology().awaiting_boot(&macs).await.unwrap(),
+        Vec::<MacAddress>::new(),
+        "the Nodes did not count as boot evidence"
+    );
     assert!(
         report
             .message

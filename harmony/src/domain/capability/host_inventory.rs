@@ -31,6 +31,9 @@ pub enum BootEvent {
     RebootRequested,
     /// The host was seen booting: it fetched its per-MAC iPXE script or reported to discovery.
     Booted,
+    /// The host was taken out of service (the bootstrap host, once the control plane is
+    /// Ready), so later runs leave it out; a new reboot request puts it back in service.
+    Retired,
 }
 
 /// Where discovered hosts, role assignments and bindings are kept.
@@ -72,4 +75,7 @@ pub trait HostInventory: Send + Sync {
 
     /// The MACs among `macs` whose host was asked to reboot and has not been seen booting since.
     async fn awaiting_boot(&self, macs: &[MacAddress]) -> Result<Vec<MacAddress>, CapabilityError>;
+
+    /// The MACs among `macs` whose host was retired and not asked to reboot since.
+    async fn retired(&self, macs: &[MacAddress]) -> Result<Vec<MacAddress>, CapabilityError>;
 }

@@ -26,6 +26,7 @@ fn event_text(e: BootEvent) -> &'static str {
     match e {
         BootEvent::RebootRequested => "reboot-requested",
         BootEvent::Booted => "booted",
+        BootEvent::Retired => "retired",
     }
 }
 
@@ -56,6 +57,21 @@ impl SqliteInventory {
         &self,
         macs: &[MacAddress],
     ) -> Result<Vec<MacAddress>, CapabilityError> {
+        self.later(macs, BootEvent::RebootRequested, BootEvent::Booted)
+    }
+
+    /// The MACs among `macs` retired after their last reboot request.
+    pub fn retired_sync(&self, macs: &[MacAddress]) -> Result<Vec<MacAddress>, CapabilityError> {
+        self.later(macs, BootEvent::Retired, BootEvent::RebootRequested)
+    }
+
+    /// The MACs among `macs` with a `newer` event after their last `older` one (or none).
+    fn later(
+        &self,
+        macs: &[MacAddress],
+        newer: BootEvent,
+        older: BootEvent,
+    ) -> Result<Vec<MacAddress>, CapabilityError> {
         self.with(|c| {
             let mut stmt = c
                 .prepare_cached("SELECT MAX(seq) FROM boot_events WHERE mac = ?1 AND event = ?2")
@@ -70,8 +86,8 @@ impl SqliteInventory {
             };
             let mut out = Vec::new();
             for mac in macs {
-                let asked = last(mac, BootEvent::RebootRequested)?;
-                if asked > 0 && asked > last(mac, BootEvent::Booted)? {
+                let recent = last(mac, newer)?;
+                if recent > 0 && recent > last(mac, older)? {
                     out.push(*mac);
                 }
             }
@@ -103,5 +119,22 @@ mod tests {
         inv.record_boot_event_sync(b, BootEvent::RebootRequested)
             .unwrap();
         assert_eq!(inv.awaiting_boot_sync(&[a, b]).unwrap(), vec![a, b]);
+    }
+
+    #[test]
+    fn a_retired_host_stays_retired_until_it_is_asked_to_reboot_again() {
+        let inv = SqliteInventory::in_memory().unwrap();
+        let a = MacAddress::parse("52:54:00:00:00:01").unwrap();
+        let b = MacAddress::parse("52:54:00:00:00:02").unwrap();
+        inv.record_boot_event_sync(a, BootEvent::RebootRequested)
+            .unwrap();
+        assert_eq!(inv.retired_sync(&[a, b]).unwrap(), vec![]);
+        inv.record_boot_event_sync(a, BootEvent::Retired).unwrap();
+        // Booting does not bring it back; being asked to reboot (a reinstall) does.
+        inv.record_boot_event_sync(a, BootEvent::Booted).unwrap();
+        assert_eq!(inv.retired_sync(&[a, b]).unwrap(), vec![a]);
+        inv.record_boot_event_sync(a, BootEvent::RebootRequested)
+            .unwrap();
+        assert_eq!(inv.retired_sync(&[a, b]).unwrap(), vec![]);
     }
 }

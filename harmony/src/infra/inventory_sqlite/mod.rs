@@ -386,6 +386,10 @@ impl HostInventory for SqliteInventory {
         self.awaiting_boot_sync(macs)
     }
 
+    async fn retired(&self, macs: &[MacAddress]) -> Result<Vec<MacAddress>, CapabilityError> {
+        self.retired_sync(macs)
+    }
+
     async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError> {
         let object = format!("binding {} -> {}", binding.host, binding.logical);
         let mac = binding.mac.to_string();

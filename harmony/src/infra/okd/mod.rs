@@ -586,6 +586,13 @@ impl HostInventory for HAClusterTopology {
     ) -> Result<Vec<harmony_types::MacAddress>, CapabilityError> {
         self.inventory.awaiting_boot(macs).await
     }
+
+    async fn retired(
+        &self,
+        macs: &[harmony_types::MacAddress],
+    ) -> Result<Vec<harmony_types::MacAddress>, CapabilityError> {
+        self.inventory.retired(macs).await
+    }
 }
 
 #[cfg(test)]
