@@ -125,6 +125,12 @@ pub struct Flags {
         value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from)
     )]
     pub services_dir: PathBuf,
+
+    /// The folder `discovery-image/build.sh DIR` wrote the discovery image into (vmlinuz,
+    /// initrd.img): the HTTP boot server serves it to machines without a reservation, which
+    /// boot it and report their hardware. Without it they print how to build it.
+    #[arg(long, value_name = "DIR", env = "HARMONY_OKD_DISCOVERY_IMAGE", help_heading = "Bare metal", value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from))]
+    pub discovery_image: Option<PathBuf>,
 }
 
 /// The `example-okd-workers` program: renders the bring-up into `harmony-out/okd/`, or applies
@@ -154,8 +160,21 @@ pub async fn cli_main() -> ExitCode {
             ..OkdInstallation::default()
         };
         check_ignition_dir(&install)?;
+        let discovery_image = flags.discovery_image.filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = &discovery_image
+            && let Some(file) = ["vmlinuz", "initrd.img"]
+                .into_iter()
+                .find(|f| !dir.join(f).is_file())
+        {
+            return Err(format!(
+                "--discovery-image: {} has no {file}; fix: build the image with `discovery-image/build.sh {}` (or set HARMONY_OKD_DISCOVERY_IMAGE to the folder it wrote)",
+                dir.display(),
+                dir.display()
+            ));
+        }
         let services = BareMetalServices {
             dir: flags.services_dir,
+            discovery_image,
             ..BareMetalServices::default()
         };
         let topology =
