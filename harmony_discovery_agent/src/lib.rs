@@ -334,7 +334,8 @@ pub fn memory_device_size(raw: &[u8]) -> Option<u64> {
     match size {
         0 | 0xFFFF => None,
         0x7FFF if length >= 0x20 => {
-            let ext = u32::from_le_bytes([raw[0x1C], raw[0x1D], raw[0x1E], raw[0x1F]]) & 0x7FFF_FFFF;
+            let ext =
+                u32::from_le_bytes([raw[0x1C], raw[0x1D], raw[0x1E], raw[0x1F]]) & 0x7FFF_FFFF;
             (ext > 0).then(|| u64::from(ext) << 20)
         }
         s if s & 0x8000 != 0 => Some(u64::from(s & 0x7FFF) << 10),
@@ -501,7 +502,10 @@ mod tests {
     #[test]
     fn memory_device_sizes_follow_smbios() {
         assert_eq!(memory_device_size(&type17(512, 0)), Some(512 << 20));
-        assert_eq!(memory_device_size(&type17(0x8000 | 768, 0)), Some(768 << 10));
+        assert_eq!(
+            memory_device_size(&type17(0x8000 | 768, 0)),
+            Some(768 << 10)
+        );
         assert_eq!(
             memory_device_size(&type17(0x7FFF, 65536)),
             Some(65536u64 << 20)
@@ -522,11 +526,7 @@ mod tests {
         write(r, "proc/meminfo", "MemTotal:       492000 kB\n");
         assert_eq!(Facts::under(r).memory_bytes().unwrap(), 492000 * 1024);
         // Memory blocks of 128 MiB: four online, one offline, plus non-block entries.
-        write(
-            r,
-            "sys/devices/system/memory/block_size_bytes",
-            "8000000\n",
-        );
+        write(r, "sys/devices/system/memory/block_size_bytes", "8000000\n");
         for (i, online) in [(0, "1"), (1, "1"), (2, "1"), (3, "1"), (4, "0")] {
             write(
                 r,
@@ -534,7 +534,11 @@ mod tests {
                 online,
             );
         }
-        write(r, "sys/devices/system/memory/auto_online_blocks", "online\n");
+        write(
+            r,
+            "sys/devices/system/memory/auto_online_blocks",
+            "online\n",
+        );
         assert_eq!(Facts::under(r).memory_bytes().unwrap(), 512 << 20);
         // DMI memory devices win: two DIMMs and an empty slot.
         let dmi = "sys/firmware/dmi/entries";
@@ -567,7 +571,10 @@ mod tests {
         );
         write(r, "sys/class/dmi/id/product_serial", "CZJ1234567\n");
         let report = Facts::under(r).discovery_report().unwrap();
-        assert_eq!(report.host.id.as_str(), "4c4c4544-0042-3510-8052-b4c04f4e3232");
+        assert_eq!(
+            report.host.id.as_str(),
+            "4c4c4544-0042-3510-8052-b4c04f4e3232"
+        );
         assert_eq!(report.serial.as_deref(), Some("CZJ1234567"));
         assert_eq!(
             report.uuid.as_deref(),
@@ -579,8 +586,16 @@ mod tests {
         // The server reads the same JSON as a PhysicalHost, ignoring the extra fields.
         let host: PhysicalHost = serde_json::from_value(json).unwrap();
         assert_eq!(host, report.host);
-        assert!(report.summary().contains("serial CZJ1234567"), "{}", report.summary());
-        write(r, "sys/class/dmi/id/product_serial", "To Be Filled By O.E.M.\n");
+        assert!(
+            report.summary().contains("serial CZJ1234567"),
+            "{}",
+            report.summary()
+        );
+        write(
+            r,
+            "sys/class/dmi/id/product_serial",
+            "To Be Filled By O.E.M.\n",
+        );
         assert_eq!(Facts::under(r).product_serial(), None);
     }
 
@@ -594,7 +609,10 @@ mod tests {
         let e = url_from_cmdline("console=ttyS0 harmony.discoveryx=1").unwrap_err();
         assert!(e.to_string().contains("no harmony.discovery=URL"), "{e}");
         let e = url_from_cmdline("harmony.discovery=not-a-url").unwrap_err();
-        assert!(e.to_string().starts_with("harmony.discovery=not-a-url"), "{e}");
+        assert!(
+            e.to_string().starts_with("harmony.discovery=not-a-url"),
+            "{e}"
+        );
     }
 
     /// A one-shot HTTP server on loopback answering `status`; returns its URL and, once a

@@ -140,10 +140,18 @@ mod tests {
         let small = layout("10.77.0.0/27", "10.77.0.7");
         let e = discovery_range(&small, None).unwrap_err();
         assert_eq!(e.field, "services.discovery_range");
-        assert!(e.problem.contains("10.77.0.1, the address of the gateway"), "{e:?}");
+        assert!(
+            e.problem.contains("10.77.0.1, the address of the gateway"),
+            "{e:?}"
+        );
         assert!(e.fix.contains("the default range collides"), "{}", e.fix);
         let tiny = layout("10.77.0.0/30", "10.77.0.2");
-        assert!(discovery_range(&tiny, None).unwrap_err().problem.contains("too small"));
+        assert!(
+            discovery_range(&tiny, None)
+                .unwrap_err()
+                .problem
+                .contains("too small")
+        );
     }
 
     #[test]
@@ -153,14 +161,24 @@ mod tests {
         assert_eq!(discovery_range(&l, Some(ok)).unwrap(), ok);
         let e = discovery_range(&l, Some((ip("10.77.0.100"), ip("10.77.0.130")))).unwrap_err();
         assert!(
-            e.problem.contains("holds 10.77.0.121, the address of host worker0"),
+            e.problem
+                .contains("holds 10.77.0.121, the address of host worker0"),
             "{e:?}"
         );
         let e = discovery_range(&l, Some((ip("10.77.0.200"), ip("10.77.1.10")))).unwrap_err();
-        assert!(e.problem.contains("10.77.1.10 is not a host address"), "{e:?}");
+        assert!(
+            e.problem.contains("10.77.1.10 is not a host address"),
+            "{e:?}"
+        );
         let e = discovery_range(&l, Some((ip("10.77.0.200"), ip("10.77.0.255")))).unwrap_err();
-        assert!(e.problem.contains("10.77.0.255 is not a host address"), "{e:?}");
+        assert!(
+            e.problem.contains("10.77.0.255 is not a host address"),
+            "{e:?}"
+        );
         let e = discovery_range(&l, Some((ip("10.77.0.220"), ip("10.77.0.210")))).unwrap_err();
-        assert!(e.problem.contains("first address is after the last"), "{e:?}");
+        assert!(
+            e.problem.contains("first address is after the last"),
+            "{e:?}"
+        );
     }
 }
