@@ -18,7 +18,7 @@ die() { echo "error: $*" >&2; exit 2; }
 say() { echo "discovery-image: $*" >&2; }
 
 [[ $# -ge 1 && $# -le 2 ]] || die "usage: $0 OUT_DIR [AGENT_BINARY]"
-out="$1"
+out="$(realpath -m "$1")"
 agent="${2:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${HARMONY_DISCOVERY_CACHE:-$HOME/.cache/harmony/discovery-image}"

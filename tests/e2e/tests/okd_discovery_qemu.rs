@@ -72,6 +72,7 @@ fn build_image() -> PathBuf {
         .current_dir(&workspace)
         .args([
             "build",
+            "--locked",
             "-p",
             "harmony_discovery_agent",
             "--bin",
