@@ -11,7 +11,7 @@ use harmony::domain::RunContext;
 use harmony::domain::Score;
 use harmony::domain::capability::{ClusterLayout, LogicalHost};
 use harmony::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
-use harmony::infra::okd::{BareMetalServices, HAClusterTopology};
+use harmony::infra::okd::{BareMetalServices, HAClusterTopology, check_discovery_image};
 use harmony_modules::okd::{
     OkdHostsScore, OkdInstallation, OkdInstallationReportScore, OkdPrepareScore,
     OkdSanityCheckScore, OkdTopology,
@@ -161,16 +161,9 @@ pub async fn cli_main() -> ExitCode {
         };
         check_ignition_dir(&install)?;
         let discovery_image = flags.discovery_image.filter(|d| !d.as_os_str().is_empty());
-        if let Some(dir) = &discovery_image
-            && let Some(file) = ["vmlinuz", "initrd.img"]
-                .into_iter()
-                .find(|f| !dir.join(f).is_file())
-        {
-            return Err(format!(
-                "--discovery-image: {} has no {file}; fix: build the image with `discovery-image/build.sh {}` (or set HARMONY_OKD_DISCOVERY_IMAGE to the folder it wrote)",
-                dir.display(),
-                dir.display()
-            ));
+        if let Some(dir) = &discovery_image {
+            check_discovery_image(dir)
+                .map_err(|e| format!("--discovery-image: {}; fix: {}", e.problem, e.fix))?;
         }
         let services = BareMetalServices {
             dir: flags.services_dir,

@@ -2,6 +2,7 @@
 //! for, so they can boot the discovery image and report themselves.
 
 use std::net::Ipv4Addr;
+use std::path::Path;
 
 use harmony_types::IpAddress;
 
@@ -94,6 +95,27 @@ pub fn discovery_range(
     Ok((first, last))
 }
 
+/// The files of a discovery image, as `discovery-image/build.sh` writes them.
+pub const DISCOVERY_IMAGE_FILES: [&str; 2] = ["vmlinuz", "initrd.img"];
+
+/// Checks that `dir` holds a discovery image, before anything is served from it.
+pub fn check_discovery_image(dir: &Path) -> Result<(), ValidationError> {
+    match DISCOVERY_IMAGE_FILES
+        .into_iter()
+        .find(|f| !dir.join(f).is_file())
+    {
+        None => Ok(()),
+        Some(file) => Err(ValidationError::new(
+            "services.discovery_image",
+            format!("{} has no {file}", dir.display()),
+            format!(
+                "build the image with `discovery-image/build.sh {}` (it writes vmlinuz and initrd.img), or leave the discovery image out",
+                dir.display()
+            ),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +174,18 @@ mod tests {
                 .problem
                 .contains("too small")
         );
+    }
+
+    #[test]
+    fn a_discovery_image_needs_both_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("vmlinuz"), "k").unwrap();
+        let e = check_discovery_image(dir.path()).unwrap_err();
+        assert_eq!(e.field, "services.discovery_image");
+        assert!(e.problem.ends_with("has no initrd.img"), "{}", e.problem);
+        assert!(e.fix.contains("discovery-image/build.sh"), "{}", e.fix);
+        std::fs::write(dir.path().join("initrd.img"), "i").unwrap();
+        check_discovery_image(dir.path()).unwrap();
     }
 
     #[test]

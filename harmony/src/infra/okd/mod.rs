@@ -33,7 +33,9 @@ use crate::domain::{
     ValidationError,
 };
 
-pub use discovery::{DEFAULT_DISCOVERY_ADDRESSES, discovery_range};
+pub use discovery::{
+    DEFAULT_DISCOVERY_ADDRESSES, DISCOVERY_IMAGE_FILES, check_discovery_image, discovery_range,
+};
 pub use roles::parse_roles_file;
 
 /// How long a role phase waits for hosts to be discovered unless told otherwise.
@@ -154,19 +156,7 @@ impl HAClusterTopology {
         layout.validate()?;
         let discovery = discovery_range(&layout, services.discovery_range)?;
         if let Some(dir) = &services.discovery_image {
-            for file in ["vmlinuz", "initrd.img"] {
-                if !dir.join(file).is_file() {
-                    return Err(ValidationError::new(
-                        "services.discovery_image",
-                        format!("{} has no {file}", dir.display()),
-                        format!(
-                            "build the image with `discovery-image/build.sh {}` (it writes vmlinuz and initrd.img), or leave the discovery image out",
-                            dir.display()
-                        ),
-                    )
-                    .into());
-                }
-            }
+            check_discovery_image(dir)?;
         }
         let (mode, service_mode) = if ctx.plan {
             (ExecutionMode::Plan, ServiceMode::Plan)
