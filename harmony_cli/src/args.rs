@@ -1,6 +1,7 @@
 use clap::{ArgAction, ArgMatches, Command, FromArgMatches, ValueEnum};
 use std::path::PathBuf;
 
+use harmony::domain::capability::RoleRule;
 use harmony::domain::flags::FlagGroups;
 
 /// The parsed `harmony_cli` flags: the common ones and the groups the program's topology
@@ -13,7 +14,7 @@ pub struct Args {
     pub cluster: ClusterArgs,
     /// `--prune`, `--force-conflicts`.
     pub ownership: OwnershipArgs,
-    /// `--apply`, `--inventory`, `--roles`, `--discovery-timeout`.
+    /// `--apply`, `--inventory`, `--roles`, `--discovery-timeout`, `--assign`.
     pub bare_metal: BareMetalArgs,
 }
 
@@ -119,6 +120,16 @@ pub struct BareMetalArgs {
     // allow_hyphen_values: `-1` reaches the value parser, whose error names the flag.
     #[arg(long, value_name = "SECONDS", allow_hyphen_values = true)]
     pub discovery_timeout: Option<u64>,
+
+    /// Give discovered, unassigned hosts a role without a terminal: by MAC
+    /// (worker=mac:52:54:00:00:00:21) or by minimum size (worker=min-memory:16GiB,min-disk:120GB;
+    /// a size rule matching more hosts than the role needs stops and lists them); repeatable.
+    #[arg(long = "assign", value_name = "ROLE=RULE", value_parser = parse_role_rule)]
+    pub assign: Vec<RoleRule>,
+}
+
+fn parse_role_rule(s: &str) -> Result<RoleRule, String> {
+    RoleRule::parse(s)
 }
 
 /// A program that has no flags of its own.

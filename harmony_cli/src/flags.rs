@@ -10,7 +10,13 @@ const GROUPS: [(&str, &[&str]); 3] = [
     ),
     (
         "a bare-metal flag",
-        &["--apply", "--inventory", "--roles", "--discovery-timeout"],
+        &[
+            "--apply",
+            "--inventory",
+            "--roles",
+            "--discovery-timeout",
+            "--assign",
+        ],
     ),
 ];
 

@@ -164,6 +164,7 @@ where
             .bare_metal
             .discovery_timeout
             .map(std::time::Duration::from_secs),
+        assign: args.bare_metal.assign.clone(),
         operator: OperatorHandle::new(CliOperator::new(
             args.common.yes,
             console.interactive,
@@ -198,6 +199,9 @@ where
         };
     }
 
+    if let Err(e) = maestro.validate_inventory() {
+        return usage(format!("{e}; nothing was applied"));
+    }
     let invalid = maestro.validate(&selection);
     if !invalid.is_empty() {
         for (score, e) in &invalid {

@@ -95,14 +95,26 @@ async fn help_lists_only_the_flags_of_the_topology_and_the_programs_own() {
     ] {
         assert!(help.contains(flag), "{flag} missing:\n{help}");
     }
-    for flag in ["--apply", "--inventory", "--roles", "--discovery-timeout"] {
+    for flag in [
+        "--apply",
+        "--inventory",
+        "--roles",
+        "--discovery-timeout",
+        "--assign",
+    ] {
         assert!(!help.contains(flag), "{flag} listed:\n{help}");
     }
     assert!(help.contains("HARMONY_CLI_TEST_SHOP_REPLICAS"), "{help}");
 
     let (code, help, _, _) = run::<HAClusterTopology>(&["--help"]).await;
     assert_eq!(code, 0);
-    for flag in ["--apply", "--inventory", "--roles", "--discovery-timeout"] {
+    for flag in [
+        "--apply",
+        "--inventory",
+        "--roles",
+        "--discovery-timeout",
+        "--assign",
+    ] {
         assert!(help.contains(flag), "{flag} missing:\n{help}");
     }
     for flag in ["--kubeconfig", "--context", "--prune", "--force-conflicts"] {

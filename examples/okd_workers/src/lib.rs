@@ -9,14 +9,16 @@ use std::process::ExitCode;
 use harmony::domain::Inventory;
 use harmony::domain::RunContext;
 use harmony::domain::Score;
+use harmony::domain::capability::ClusterNodes;
 use harmony::domain::capability::{ClusterLayout, LogicalHost};
 use harmony::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
 use harmony::infra::okd::{BareMetalServices, HAClusterTopology, check_discovery_image};
 use harmony_modules::okd::{
-    OkdHostsScore, OkdInstallation, OkdInstallationReportScore, OkdPrepareScore,
-    OkdSanityCheckScore, OkdTopology,
+    DEFAULT_NODE_TIMEOUT, OkdBootstrapRemovalScore, OkdHostsScore, OkdInstallation,
+    OkdInstallationReportScore, OkdNodesScore, OkdPrepareScore, OkdSanityCheckScore, OkdTopology,
 };
 use harmony_types::{Dns1123Label, HostName, Id, InvalidValue, IpAddress, Ipv4Cidr, MacAddress};
+use std::time::Duration;
 
 /// The cluster: `okd.example.com` on 192.168.50.0/24, services and load balancer on .2.
 pub fn layout() -> Result<ClusterLayout, InvalidValue> {
@@ -80,14 +82,39 @@ pub fn inventory() -> Result<Inventory, InvalidValue> {
     })
 }
 
-/// Prepare, workers, sanity check, installation report.
-pub fn scores<T: OkdTopology>(install: &OkdInstallation) -> Vec<Box<dyn Score<T>>> {
+/// Prepare, bootstrap removal, workers, worker nodes, sanity check, installation report,
+/// waiting up to [`DEFAULT_NODE_TIMEOUT`] for nodes.
+pub fn scores<T: OkdTopology + ClusterNodes>(install: &OkdInstallation) -> Vec<Box<dyn Score<T>>> {
+    scores_with_timeout(install, DEFAULT_NODE_TIMEOUT)
+}
+
+/// The Scores, waiting up to `node_timeout` for the control plane (before the bootstrap host
+/// leaves the load balancer) and for the workers to be Ready nodes.
+pub fn scores_with_timeout<T: OkdTopology + ClusterNodes>(
+    install: &OkdInstallation,
+    node_timeout: Duration,
+) -> Vec<Box<dyn Score<T>>> {
     vec![
         Box::new(OkdPrepareScore::new(install.clone())),
+        // The control plane was brought up before this program runs: once it is Ready the
+        // bootstrap host leaves the load balancer, before workers fetch their configuration.
+        Box::new(OkdBootstrapRemovalScore::new().with_timeout(node_timeout)),
         Box::new(OkdHostsScore::new(HostRole::Worker, install.clone())),
+        Box::new(OkdNodesScore::new(HostRole::Worker).with_timeout(node_timeout)),
         Box::new(OkdSanityCheckScore),
         Box::new(OkdInstallationReportScore),
     ]
+}
+
+/// The installed cluster's admin kubeconfig: `--cluster-kubeconfig`, else the one
+/// `openshift-install create ignition-configs` wrote into `<ignition dir>/auth/kubeconfig`.
+pub fn cluster_kubeconfig(flags: &Flags) -> Option<PathBuf> {
+    flags.cluster_kubeconfig.clone().or_else(|| {
+        flags
+            .ignition_dir
+            .as_ref()
+            .map(|d| d.join("auth").join("kubeconfig"))
+    })
 }
 
 /// Refuses an `--ignition-dir` without the ignition files, naming the flag (the Score's own
@@ -131,6 +158,15 @@ pub struct Flags {
     /// boot it and report their hardware. Without it they print how to build it.
     #[arg(long, value_name = "DIR", env = "HARMONY_OKD_DISCOVERY_IMAGE", help_heading = "Bare metal", value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from))]
     pub discovery_image: Option<PathBuf>,
+
+    /// The installed cluster's admin kubeconfig, used with --apply to wait for the nodes and
+    /// approve their certificate signing requests; default: <ignition dir>/auth/kubeconfig.
+    #[arg(long, value_name = "FILE", env = "HARMONY_OKD_KUBECONFIG", value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from))]
+    pub cluster_kubeconfig: Option<PathBuf>,
+
+    /// How long to wait for the control plane and the workers to be Ready nodes (seconds).
+    #[arg(long, value_name = "SECONDS", env = "HARMONY_OKD_NODE_TIMEOUT", default_value_t = DEFAULT_NODE_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub node_timeout: u64,
 }
 
 /// The `example-okd-workers` program: renders the bring-up into `harmony-out/okd/`, or applies
@@ -146,6 +182,9 @@ pub async fn cli_main() -> ExitCode {
     harmony_cli::run_program(inventory, move |mut flags: Flags, ctx: &RunContext| {
         // An empty environment variable counts as unset.
         flags.ignition_dir = flags.ignition_dir.filter(|d| !d.as_os_str().is_empty());
+        flags.cluster_kubeconfig = flags
+            .cluster_kubeconfig
+            .filter(|d| !d.as_os_str().is_empty());
         if flags.services_dir.as_os_str().is_empty() {
             return Err("--services-dir: empty (given as \"\", or HARMONY_OKD_SERVICES_DIR is set but empty); give the folder Harmony owns, or leave --services-dir out and unset the variable for the default /var/lib/harmony/okd".to_string());
         }
@@ -155,6 +194,8 @@ pub async fn cli_main() -> ExitCode {
                     .to_string(),
             );
         }
+        let kubeconfig = cluster_kubeconfig(&flags);
+        let node_timeout = Duration::from_secs(flags.node_timeout);
         let install = OkdInstallation {
             ignition_dir: flags.ignition_dir,
             ..OkdInstallation::default()
@@ -170,9 +211,12 @@ pub async fn cli_main() -> ExitCode {
             discovery_image,
             ..BareMetalServices::default()
         };
-        let topology =
+        let mut topology =
             HAClusterTopology::from_context(layout, services, ctx).map_err(|e| e.to_string())?;
-        Ok((topology, scores(&install)))
+        if let Some(kubeconfig) = kubeconfig {
+            topology = topology.with_cluster_kubeconfig(kubeconfig);
+        }
+        Ok((topology, scores_with_timeout(&install, node_timeout)))
     })
     .await
 }

@@ -87,11 +87,29 @@ fn renders_dnsmasq_haproxy_and_ipxe_files_twice_identically() {
     );
     assert!(text(&before["haproxy/haproxy.cfg"]).contains("bind 192.168.50.2:6443"));
 
+    // No cluster exists: the join and bootstrap-removal phases contact none and say so, and
+    // the rendered load balancer keeps the bootstrap host (the cluster bootstraps through it).
+    let report = text(&first.stdout);
+    assert!(
+        report.contains("render mode: no cluster is contacted; with --apply this phase waits"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "render mode: no cluster is contacted and the load balancer keeps the bootstrap host"
+        ),
+        "{report}"
+    );
+    assert!(
+        text(&before["haproxy/haproxy.cfg"]).contains("server bootstrap 192.168.50.10:6443"),
+        "the rendered load balancer lost the bootstrap host"
+    );
+
     let second = run(dir.path(), &[], &[]);
     assert_eq!(second.status.code(), Some(0));
     let report = text(&second.stdout);
     assert!(
-        report.contains("Summary: 0 succeeded, 4 unchanged"),
+        report.contains("Summary: 0 succeeded, 6 unchanged"),
         "{report}"
     );
     assert_eq!(files(&out), before, "a second render rewrote bytes");
@@ -209,6 +227,86 @@ fn a_render_is_the_same_bytes_in_any_folder_and_names_the_host_paths() {
             .contains("stats socket /var/lib/harmony/okd/haproxy/haproxy.sock"),
         "haproxy's socket is on the host"
     );
+}
+
+#[test]
+fn plan_after_a_render_in_the_same_folder_succeeds_without_the_ipxe_binaries() {
+    // Render skips the iPXE binaries when Debian's `ipxe` package is not installed; plan must
+    // do the same instead of failing to read them, and report nothing to change.
+    let dir = tempfile::tempdir().unwrap();
+    let render = run(dir.path(), &[], &[]);
+    assert_eq!(render.status.code(), Some(0), "{}", text(&render.stderr));
+    let before = files(&dir.path().join("harmony-out/okd"));
+    let plan = run(dir.path(), &["--plan"], &[]);
+    let report = text(&plan.stdout);
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{report}{}",
+        text(&plan.stderr)
+    );
+    assert!(
+        report.contains("Summary: 0 succeeded, 6 unchanged"),
+        "{report}"
+    );
+    assert_eq!(
+        files(&dir.path().join("harmony-out/okd")),
+        before,
+        "plan wrote files"
+    );
+}
+
+#[test]
+fn apply_without_the_installed_clusters_kubeconfig_exits_2_naming_it_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let services = dir.path().join("services");
+    let ignition = dir.path().join("ignition");
+    std::fs::create_dir_all(&ignition).unwrap();
+    for f in ["bootstrap.ign", "master.ign", "worker.ign"] {
+        std::fs::write(ignition.join(f), "{}").unwrap();
+    }
+    // The ignition files are there, but not the admin kubeconfig the installer writes beside
+    // them (auth/kubeconfig): the join and bootstrap-removal phases could not reach the cluster.
+    let out = run(
+        dir.path(),
+        &["--apply", "--yes"],
+        &[
+            ("HARMONY_OKD_SERVICES_DIR", services.as_path()),
+            ("HARMONY_OKD_IGNITION_DIR", ignition.as_path()),
+        ],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let expected = format!(
+        "invalid cluster kubeconfig: {} is not a file",
+        ignition.join("auth/kubeconfig").display()
+    );
+    assert!(err.contains(&expected), "{expected} missing from: {err}");
+    assert!(err.contains("--cluster-kubeconfig FILE"), "{err}");
+    assert!(!services.exists(), "the services folder was created");
+
+    // Named explicitly, a missing file is refused the same way.
+    let elsewhere = dir.path().join("no-such-kubeconfig");
+    let out = run(
+        dir.path(),
+        &[
+            "--apply",
+            "--yes",
+            "--cluster-kubeconfig",
+            elsewhere.to_str().unwrap(),
+        ],
+        &[
+            ("HARMONY_OKD_SERVICES_DIR", services.as_path()),
+            ("HARMONY_OKD_IGNITION_DIR", ignition.as_path()),
+        ],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{} is not a file", elsewhere.display())),
+        "{err}"
+    );
+    assert!(!services.exists(), "the services folder was created");
 }
 
 #[test]

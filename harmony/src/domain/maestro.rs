@@ -127,6 +127,12 @@ impl<T: Topology> Maestro<T> {
             .collect()
     }
 
+    /// Checks the declared inventory against the topology (e.g. duplicate MACs), before
+    /// anything is touched.
+    pub fn validate_inventory(&self) -> Result<(), ValidationError> {
+        self.topology.validate_inventory(&self.inventory)
+    }
+
     /// Prepares the topology; later calls return the first result without preparing again.
     pub async fn prepare(&self) -> Result<&PreparationOutcome, PreparationError> {
         let name = self.topology.name().to_string();

@@ -72,6 +72,8 @@ pub struct RunContext {
     pub discovery_timeout: Option<Duration>,
     /// Who answers questions during the run (a terminal, `--yes`, or nobody).
     pub operator: OperatorHandle,
+    /// `--assign ROLE=RULE`: rules giving discovered hosts roles without a terminal.
+    pub assign: Vec<super::capability::RoleRule>,
 }
 
 impl Default for RunContext {
@@ -88,6 +90,7 @@ impl Default for RunContext {
             roles: None,
             discovery_timeout: None,
             operator: OperatorHandle::default(),
+            assign: Vec::new(),
         }
     }
 }

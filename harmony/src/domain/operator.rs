@@ -89,7 +89,7 @@ impl Operator for Unattended {
     ) -> Result<Vec<usize>, OperatorError> {
         Err(OperatorError::NoTerminal {
             question: question.to_string(),
-            flag: "--roles FILE".into(),
+            flag: "--assign ROLE=RULE or --roles FILE".into(),
         })
     }
 }

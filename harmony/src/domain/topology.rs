@@ -15,6 +15,15 @@ pub trait Topology: Send + Sync {
 
     /// Makes the topology usable (connect, check versions, create folders). Called once per run.
     async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError>;
+
+    /// Checks the program's declared inventory against what the topology already holds (for
+    /// bare metal: duplicate MACs), before anything is touched. Most topologies hold none.
+    fn validate_inventory(
+        &self,
+        _inventory: &super::inventory::Inventory,
+    ) -> Result<(), super::ValidationError> {
+        Ok(())
+    }
 }
 
 /// A borrowed topology is the topology: lets a wrapper (e.g. `RegionSiteTopology`) add a
@@ -31,6 +40,13 @@ impl<T: Topology + ?Sized> Topology for &T {
 
     async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError> {
         (**self).ensure_ready().await
+    }
+
+    fn validate_inventory(
+        &self,
+        inventory: &super::inventory::Inventory,
+    ) -> Result<(), super::ValidationError> {
+        (**self).validate_inventory(inventory)
     }
 }
 

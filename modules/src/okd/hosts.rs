@@ -17,6 +17,8 @@ use harmony::domain::{
 };
 use harmony_types::{Id, MacAddress, Version};
 
+use super::reboot::{Reboot, reboot_step};
+use super::rules::{assign_by_rules, describe};
 use super::{
     Candidate, OkdInstallation, OkdTopology, capability_error, host_script, plan_bindings, version,
 };
@@ -55,18 +57,6 @@ fn operator_error(e: OperatorError, changes: &[ObjectChange]) -> InterpretError 
         backend: "the operator".into(),
         reason: e.to_string(),
     })
-}
-
-fn describe(h: &PhysicalHost) -> String {
-    let macs: Vec<String> = h.macs.iter().map(ToString::to_string).collect();
-    format!(
-        "{} [{}] {} CPU, {} GiB, {} disk(s)",
-        h.id,
-        macs.join(" "),
-        h.cpu_count,
-        h.memory_bytes >> 30,
-        h.disks.len()
-    )
 }
 
 fn install_disk(host: Option<&PhysicalHost>, default: &str) -> String {
@@ -244,6 +234,36 @@ impl OkdHostsScore {
                     roles.push(a);
                 }
             }
+            let have_role = roles.iter().filter(|r| r.role == self.role).count();
+            let by_host: HashMap<Id, HostRole> =
+                roles.iter().map(|r| (r.host.clone(), r.role)).collect();
+            let by_rules = assign_by_rules(
+                self.role,
+                topology.role_rules(),
+                &hosts,
+                &by_host,
+                needed.saturating_sub(have_role),
+            )
+            .map_err(|e| {
+                fail(
+                    &format!("assigning {} hosts by --assign", self.role),
+                    changes,
+                    e,
+                )
+            })?;
+            for host in by_rules {
+                let a = RoleAssignment {
+                    host,
+                    role: self.role,
+                };
+                let c = topology
+                    .assign_role(&a)
+                    .await
+                    .map_err(capability_error("recording --assign roles", changes))?;
+                changes.push(c);
+                with_role.insert(a.host.clone());
+                roles.push(a);
+            }
             let bindings = topology
                 .host_bindings()
                 .await
@@ -318,7 +338,7 @@ impl OkdHostsScore {
                     &format!("finding {} hosts", self.role),
                     changes,
                     format!(
-                        "the {} role needs {needed} host(s) and {have} have it ({} unassigned host(s) known); declare them in the program's inventory or with --roles FILE, or run on a terminal to choose",
+                        "the {} role needs {needed} host(s) and {have} have it ({} unassigned host(s) known); declare them in the program's inventory, with --roles FILE or --assign ROLE=RULE, or run on a terminal to choose",
                         self.role,
                         free.len()
                     ),
@@ -339,10 +359,18 @@ impl OkdHostsScore {
                 }));
             }
             report_progress(format!(
-                "waiting for {missing} more {} host(s): boot them into discovery (they report to {}discovery); {} unassigned known",
+                "waiting for {missing} more {} host(s): boot them into discovery (they report to {}discovery); {} unassigned known{}",
                 self.role,
                 topology.base_url(),
-                free.len()
+                free.len(),
+                if free.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (give them the role with --assign {}=mac:MAC, or run on a terminal to choose)",
+                        self.role
+                    )
+                }
             ));
             tokio::time::sleep(POLL).await;
         }
@@ -453,32 +481,20 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
             .iter()
             .chain(&inventory_changes)
             .any(|c| c.action != ChangeAction::Unchanged);
-        if topology.mode() == ExecutionMode::Apply && changed {
-            let question = format!(
-                "Reboot these {} host(s) now so they PXE boot into the installer: {}. Confirm once they are rebooting:",
-                self.role,
-                listed.join(", ")
-            );
-            let op = topology.operator();
-            let confirmed = tokio::task::block_in_place(|| op.confirm(&question))
-                .map_err(|e| operator_error(e, &changes))?;
-            if !confirmed {
-                let mut all = inventory_changes;
-                all.extend(changes);
-                let mut o = Outcome::from_changes(all);
-                o.status = harmony::domain::OutcomeStatus::Failed;
-                o.message = format!(
-                    "reboot not confirmed: the {} hosts are reserved and scripted; reboot them and re-run",
-                    self.role
-                );
-                return Ok(o);
+        if topology.mode() == ExecutionMode::Apply {
+            match reboot_step(self.role, &planned, changed, topology, &changes).await? {
+                Reboot::GoOn(detail) => details.push(detail),
+                Reboot::Declined(message) => {
+                    let mut all = inventory_changes;
+                    all.extend(changes);
+                    let mut o = Outcome::from_changes(all);
+                    o.status = harmony::domain::OutcomeStatus::Failed;
+                    o.message = message;
+                    o.details = details;
+                    return Ok(o);
+                }
             }
-            details.push(if op.assumes_yes() {
-                "reboot confirmed with --yes: reboot the hosts listed above".into()
-            } else {
-                "reboot confirmed by the operator".into()
-            });
-        } else if topology.mode() != ExecutionMode::Apply {
+        } else {
             details.push(format!(
                 "{} mode: no host is asked to reboot",
                 topology.mode()

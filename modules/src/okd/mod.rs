@@ -4,26 +4,39 @@
 //! [`OkdHostsScore`] brings up one role (bootstrap, control plane or workers): it makes sure
 //! enough hosts are discovered, binds each to a logical host **of that role**, reserves its
 //! address, writes its per-MAC iPXE script and asks the operator to reboot it;
+//! [`OkdNodesScore`] waits for one role's bound hosts to join the installed cluster as Ready
+//! nodes, approving their kubelets' CSRs and no others; [`OkdBootstrapRemovalScore`] takes the
+//! bootstrap host out of the load balancer once the control plane is Ready;
 //! [`OkdSanityCheckScore`] cross-checks inventory, DHCP, DNS and scripts; and
 //! [`OkdInstallationReportScore`] lists what was set up. Guide: docs/modules/okd.md.
 
 mod binding;
+mod bootstrap_removal;
 mod check;
 mod hosts;
+mod node_identity;
+mod nodes;
 mod prepare;
+mod reboot;
+mod rules;
 mod templates;
 
 use std::path::PathBuf;
 
 use harmony::domain::Topology;
 use harmony::domain::capability::{
-    DhcpServer, DnsServer, HaCluster, HostInventory, HttpServer, LoadBalancer, TftpServer,
+    ClusterNodes, DhcpServer, DnsServer, HaCluster, HostInventory, HttpServer, LoadBalancer,
+    TftpServer,
 };
 use harmony::domain::inventory::HostRole;
 
 pub use binding::{BindingError, Candidate, plan_bindings};
+pub use bootstrap_removal::{
+    BOOTSTRAP_PORTS, OkdBootstrapRemovalScore, services_without_bootstrap,
+};
 pub use check::{OkdInstallationReportScore, OkdSanityCheckScore};
 pub use hosts::OkdHostsScore;
+pub use nodes::{DEFAULT_NODE_TIMEOUT, OkdNodesScore};
 pub use prepare::{OkdPrepareScore, dns_records, load_balancer_services};
 pub use templates::{boot_script, host_script};
 
@@ -92,15 +105,19 @@ pub trait OkdTopology:
 // capability. A topology of your own that offers all seven adds `impl OkdTopology for X {}`.
 impl OkdTopology for harmony::infra::okd::HAClusterTopology {}
 
-/// Every phase in order: prepare, bootstrap, control plane, workers, sanity check, report.
-pub fn okd_scores<T: OkdTopology>(
+/// Every phase in order: prepare, bootstrap, control plane, control-plane nodes Ready,
+/// bootstrap removal, workers, worker nodes joined and Ready, sanity check, report.
+pub fn okd_scores<T: OkdTopology + ClusterNodes>(
     install: &OkdInstallation,
 ) -> Vec<Box<dyn harmony::domain::Score<T>>> {
     vec![
         Box::new(OkdPrepareScore::new(install.clone())),
         Box::new(OkdHostsScore::new(HostRole::Bootstrap, install.clone())),
         Box::new(OkdHostsScore::new(HostRole::ControlPlane, install.clone())),
+        Box::new(OkdNodesScore::new(HostRole::ControlPlane)),
+        Box::new(OkdBootstrapRemovalScore::new()),
         Box::new(OkdHostsScore::new(HostRole::Worker, install.clone())),
+        Box::new(OkdNodesScore::new(HostRole::Worker)),
         Box::new(OkdSanityCheckScore),
         Box::new(OkdInstallationReportScore),
     ]

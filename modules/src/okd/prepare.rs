@@ -246,7 +246,9 @@ impl<T: OkdTopology> Interpret<T> for OkdPrepareScore {
             name: name.into(),
             source: self.install.ipxe_dir.join(name),
         });
-        if topology.mode() == ExecutionMode::Render && tftp.iter().any(|f| !f.source.is_file()) {
+        // Render and plan read no binaries that are not installed: plan after a render must
+        // work on the machine that rendered. Apply copies them, and fails naming the package.
+        if topology.mode() != ExecutionMode::Apply && tftp.iter().any(|f| !f.source.is_file()) {
             details.push(format!(
                 "TFTP: the iPXE binaries are copied from {} when applying (install Debian's `ipxe` package there)",
                 self.install.ipxe_dir.display()

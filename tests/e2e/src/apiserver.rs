@@ -118,6 +118,11 @@ impl ApiServer {
         Ok(())
     }
 
+    /// The fixture's process id, to read its CPU time from `/proc` (benchmarks).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The last lines of the fixture's log, for failure messages.
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.dir.path().join("fixture.log")).unwrap_or_default();

@@ -558,6 +558,36 @@ const CASES: &[Case] = &[
         stderr: &["roles file roles", "pass an existing file to --roles"],
         ..C
     },
+    Case {
+        name: "okd --assign without a unit",
+        program: OkdWorkers,
+        args: &["--assign", "worker=min-disk:120"],
+        stderr: &["'--assign <ROLE=RULE>'", "has no unit", "write e.g. 16GiB"],
+        ..C
+    },
+    Case {
+        name: "okd --assign with an unknown role",
+        program: OkdWorkers,
+        args: &["--assign", "master=mac:52:54:00:50:00:31"],
+        stderr: &["'--assign <ROLE=RULE>'", "unknown role", "control-plane"],
+        ..C
+    },
+    Case {
+        name: "okd --assign one MAC to two roles",
+        program: OkdWorkers,
+        args: &[
+            "--assign",
+            "worker=mac:52:54:00:50:00:31",
+            "--assign",
+            "bootstrap=mac:52:54:00:50:00:31",
+        ],
+        stderr: &[
+            "--assign",
+            "both name MAC 52:54:00:50:00:31",
+            "one --assign rule",
+        ],
+        ..C
+    },
     roles!(
         "okd roles: not TOML",
         "not toml [[\n",

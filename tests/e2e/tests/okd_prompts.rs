@@ -195,3 +195,152 @@ fn without_a_terminal_or_yes_the_reboot_step_exits_2_naming_yes() {
     );
     assert!(!dir.path().join("services").exists(), "files were written");
 }
+
+/// One run of the program in its own tmux session, its exit status written to `exit-N`.
+fn start_run(lab: &Lab, dir: &Path, inventory: &Path, n: usize) -> (Tmux, std::path::PathBuf) {
+    let exit = dir.join(format!("exit-{n}"));
+    let command = format!(
+        "HARMONY_OKD_SERVICES_DIR={dir} ip netns exec {ns} {bin} --apply --inventory {inv}; echo $? > {exit}; sleep 600",
+        dir = dir.display(),
+        ns = lab.services.name(),
+        bin = env!("CARGO_BIN_EXE_okd-operator"),
+        inv = inventory.display(),
+        exit = exit.display(),
+    );
+    let tmux = Tmux::start(format!("{}-run{n}", lab.services.name()), &command);
+    // Harmony first asks which Scores to run (all preselected) and to confirm applying.
+    tmux.wait_for_text("Scores to run", Duration::from_secs(60));
+    tmux.keys(&["Enter"]);
+    tmux.wait_for_text("This changes live infrastructure", Duration::from_secs(30));
+    tmux.keys(&["y", "Enter"]);
+    (tmux, exit)
+}
+
+/// Waits for the run to end; its exit status and the final screen.
+fn finish(tmux: &Tmux, exit: &Path) -> (String, String) {
+    let status = wait_for(Duration::from_secs(90), || {
+        std::fs::read_to_string(exit)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+    })
+    .unwrap_or_else(|| panic!("the program did not finish:\n{}", tmux.screen()));
+    (status.trim().to_string(), tmux.screen())
+}
+
+/// The host with `mac` PXE-boots: it fetches its per-MAC script from the HTTP boot server.
+fn host_fetches_its_script(lab: &Lab, mac: &str) {
+    let url = format!(
+        "http://{SERVICES}:{}/ipxe/{}.ipxe",
+        harmony_e2e::okd_lab::HTTP_PORT,
+        mac.replace(':', "-")
+    );
+    let out = lab
+        .services
+        .run(&["curl", "-sf", &url])
+        .unwrap_or_else(|e| panic!("fetching {url}: {e}"));
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(script.contains("#!ipxe"), "{url} served:\n{script}");
+}
+
+/// The question on screen from `text` to its end (`confirm once`), with the prompt's own line
+/// wrapping undone.
+fn question_from(screen: &str, text: &str) -> String {
+    let start = screen
+        .find(text)
+        .unwrap_or_else(|| panic!("{text:?} not on screen:\n{screen}"));
+    let rest = &screen[start..];
+    let end = rest.find("confirm once").unwrap_or(rest.len());
+    rest[..end].replace('\n', "")
+}
+
+#[test]
+fn a_declined_reboot_fails_and_reruns_ask_again_until_the_hosts_have_booted() {
+    if let Err(e) = available() {
+        panic!("{e}");
+    }
+    let lab = Lab::new(
+        "reboot",
+        &[&format!("{SERVICES}/24"), &format!("{LOAD_BALANCER}/24")],
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("inventory.sqlite");
+    seed_inventory(&inventory);
+    let not_booted = "have still not booted";
+
+    // Run 1: choose machine-a and machine-c, then decline the reboot: the run fails and says
+    // what to do.
+    let (tmux, exit) = start_run(&lab, dir.path(), &inventory, 1);
+    let screen = tmux.wait_for_text(
+        "Choose 2 host(s) for the worker role",
+        Duration::from_secs(60),
+    );
+    for hardware in ["MAC 52:54:00:77:00:31", "4 CPU", "16.0 GiB memory"] {
+        assert!(screen.contains(hardware), "{hardware} not shown:\n{screen}");
+    }
+    tmux.keys(&["Space", "Down", "Down", "Space", "Enter"]);
+    tmux.wait_for_text("Reboot these worker host(s) now", Duration::from_secs(60));
+    tmux.keys(&["n", "Enter"]);
+    let (status, screen) = finish(&tmux, &exit);
+    assert_eq!(
+        status, "1",
+        "a declined reboot must fail the run:\n{screen}"
+    );
+    assert!(screen.contains("FAILED    OKD workers"), "{screen}");
+    for way_out in ["reboot declined", "reboot them", "re-run", "--yes"] {
+        assert!(screen.contains(way_out), "{way_out:?} missing:\n{screen}");
+    }
+    drop(tmux);
+
+    // Run 2: nothing changed, but neither host has booted: asked again, naming both.
+    let (tmux, exit) = start_run(&lab, dir.path(), &inventory, 2);
+    let screen = tmux.wait_for_text(not_booted, Duration::from_secs(60));
+    let asked = question_from(&screen, not_booted);
+    assert!(
+        asked.contains("worker0 (52:54:00:77:00:31, host machine-a)")
+            && asked.contains("worker1 (52:54:00:77:00:33, host machine-c)"),
+        "{asked}"
+    );
+    assert!(
+        !screen.contains("Choose 2 host(s)"),
+        "roles are kept:\n{screen}"
+    );
+    // machine-a reboots and fetches its script while the question is on screen.
+    host_fetches_its_script(&lab, "52:54:00:77:00:31");
+    tmux.keys(&["y", "Enter"]);
+    let (status, screen) = finish(&tmux, &exit);
+    assert_eq!(status, "0", "{screen}");
+    assert!(
+        screen.contains("reboot confirmed by the operator"),
+        "{screen}"
+    );
+    drop(tmux);
+
+    // Run 3: machine-a booted since it was asked; machine-c has not: asked about it alone.
+    let (tmux, exit) = start_run(&lab, dir.path(), &inventory, 3);
+    let screen = tmux.wait_for_text(not_booted, Duration::from_secs(60));
+    let asked = question_from(&screen, not_booted);
+    assert!(
+        asked.contains("worker1 (52:54:00:77:00:33, host machine-c)"),
+        "{asked}"
+    );
+    assert!(!asked.contains("machine-a"), "machine-a booted: {asked}");
+    host_fetches_its_script(&lab, "52:54:00:77:00:33");
+    tmux.keys(&["y", "Enter"]);
+    let (status, screen) = finish(&tmux, &exit);
+    assert_eq!(status, "0", "{screen}");
+    drop(tmux);
+
+    // Run 4: both hosts have booted since they were last asked: no reboot question.
+    let (tmux, exit) = start_run(&lab, dir.path(), &inventory, 4);
+    let (status, screen) = finish(&tmux, &exit);
+    assert_eq!(status, "0", "{screen}");
+    assert!(!screen.contains("Reboot these"), "{screen}");
+    assert!(!screen.contains(not_booted), "{screen}");
+    assert!(
+        screen.contains("every worker host has booted since its reboot was asked for"),
+        "{screen}"
+    );
+    drop(tmux);
+    drop(lab);
+}

@@ -240,6 +240,11 @@ pub trait HaCluster: Send + Sync {
 
     /// How long a phase waits for enough hosts to be discovered.
     fn discovery_timeout(&self) -> Duration;
+
+    /// Rules giving discovered hosts roles without a terminal (`--assign ROLE=RULE`).
+    fn role_rules(&self) -> &[super::RoleRule] {
+        &[]
+    }
 }
 
 #[cfg(test)]

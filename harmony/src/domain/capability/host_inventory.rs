@@ -23,6 +23,16 @@ pub struct HostBinding {
     pub mac: MacAddress,
 }
 
+/// What was seen of a host's boot, kept so a re-run knows whether a requested reboot happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BootEvent {
+    /// The operator was asked to reboot the host (or told to, with `--yes`).
+    RebootRequested,
+    /// The host was seen booting: it fetched its per-MAC iPXE script or reported to discovery.
+    Booted,
+}
+
 /// Where discovered hosts, role assignments and bindings are kept.
 #[async_trait]
 #[diagnostic::on_unimplemented(
@@ -52,4 +62,14 @@ pub trait HostInventory: Send + Sync {
     /// Records a binding; re-recording the same binding is `unchanged`, and binding a host or a
     /// logical host that is already bound to something else fails.
     async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError>;
+
+    /// Records `event` for the host that boots from `mac`, at the current time.
+    async fn record_boot_event(
+        &self,
+        mac: MacAddress,
+        event: BootEvent,
+    ) -> Result<(), CapabilityError>;
+
+    /// The MACs among `macs` whose host was asked to reboot and has not been seen booting since.
+    async fn awaiting_boot(&self, macs: &[MacAddress]) -> Result<Vec<MacAddress>, CapabilityError>;
 }

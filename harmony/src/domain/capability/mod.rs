@@ -1,5 +1,6 @@
 //! Capabilities: traits a Topology implements and Scores require as bounds.
 
+pub mod cluster_nodes;
 pub mod dhcp;
 pub mod dns;
 pub mod ha_cluster;
@@ -10,6 +11,7 @@ pub mod load_balancer;
 pub mod postgresql;
 pub mod postgresql_distributed;
 pub mod region_admin;
+pub mod role_rule;
 pub mod sites;
 pub mod tenant_admin;
 pub mod tftp;
@@ -31,14 +33,16 @@ pub use region_admin::{BootstrapGrant, RegionAdmin, RegionHealth, RegionState, Z
 pub use sites::MultiSite;
 pub use tenant_admin::{ProjectQuota, ProjectState, TenantAdmin, TenantState};
 
+pub use cluster_nodes::{ClusterNodes, NodeReadiness, NodeStatus, PendingCsr};
 pub use dhcp::{DhcpHostBinding, DhcpServer, PxeBootOptions};
 pub use dns::{DnsRecord, DnsServer};
 pub use ha_cluster::{
     CONTROL_PLANE_HOSTS, ClusterLayout, DeclaredRole, HaCluster, HostSelector, LogicalHost,
 };
-pub use host_inventory::{HostBinding, HostInventory};
+pub use host_inventory::{BootEvent, HostBinding, HostInventory};
 pub use http::{HttpAccess, HttpFile, HttpServer};
 pub use load_balancer::{BackendServer, HealthCheck, LoadBalancer, LoadBalancerService};
+pub use role_rule::{HostMatch, RoleRule};
 pub use tftp::{TftpFile, TftpServer};
 
 use std::time::Duration;

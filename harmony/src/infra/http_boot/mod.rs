@@ -14,7 +14,7 @@ use super::bare_metal::{FileSync, ServiceMode};
 use crate::domain::ObjectChange;
 use crate::domain::capability::{CapabilityError, HttpAccess, HttpFile, HttpServer};
 
-pub use server::{DiscoverySink, HttpBootServer, IMAGE_PREFIX, parse_access_line};
+pub use server::{BootSink, DiscoverySink, HttpBootServer, IMAGE_PREFIX, parse_access_line};
 
 /// The HTTP boot backend: files under `<dir>/www`, requests logged to `<dir>/access.log`.
 #[derive(Debug)]
@@ -67,6 +67,17 @@ impl HttpBoot {
         listener: std::net::TcpListener,
         discovery: Option<DiscoverySink>,
     ) -> Result<std::net::SocketAddr, CapabilityError> {
+        self.serve_on_with_boots(listener, discovery, None)
+    }
+
+    /// Like [`HttpBoot::serve_on`], also telling `boots` the MAC of each host that fetches its
+    /// per-MAC iPXE script (`GET /ipxe/<mac>.ipxe`, answered 200).
+    pub fn serve_on_with_boots(
+        &self,
+        listener: std::net::TcpListener,
+        discovery: Option<DiscoverySink>,
+        boots: Option<BootSink>,
+    ) -> Result<std::net::SocketAddr, CapabilityError> {
         std::fs::create_dir_all(self.root())
             .map_err(|e| super::bare_metal::io_error(&self.root(), e))?;
         let server = HttpBootServer::start_with_image(
@@ -74,6 +85,7 @@ impl HttpBoot {
             self.root(),
             Some(self.access_log_path()),
             discovery,
+            boots,
             self.discovery_image.clone(),
         )
         .map_err(|e| super::bare_metal::io_error(&self.access_log_path(), e))?;

@@ -14,9 +14,13 @@ use tokio::sync::watch;
 
 use crate::domain::capability::HttpAccess;
 use crate::domain::inventory::PhysicalHost;
+use harmony_types::MacAddress;
 
 /// Receives the hardware report of a host being discovered; an `Err` is answered 400 with it.
 pub type DiscoverySink = Arc<dyn Fn(PhysicalHost) -> Result<(), String> + Send + Sync>;
+
+/// Told the MAC of each host that fetched its per-MAC iPXE script (`GET /ipxe/<mac>.ipxe`).
+pub type BootSink = Arc<dyn Fn(MacAddress) + Send + Sync>;
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
@@ -42,6 +46,7 @@ struct Shared {
     log_file: Option<Mutex<std::fs::File>>,
     accesses: Arc<Mutex<Vec<HttpAccess>>>,
     discovery: Option<DiscoverySink>,
+    boots: Option<BootSink>,
     /// The discovery image's folder, served as `/discovery/<file>`.
     discovery_image: Option<PathBuf>,
 }
@@ -55,16 +60,28 @@ impl HttpBootServer {
         access_log: Option<PathBuf>,
         discovery: Option<DiscoverySink>,
     ) -> std::io::Result<Self> {
-        Self::start_with_image(listener, root, access_log, discovery, None)
+        Self::start_with_boots(listener, root, access_log, discovery, None)
     }
 
-    /// As [`HttpBootServer::start`], also serving the files of `discovery_image` (the
-    /// discovery kernel and initramfs) as `/discovery/<file>`.
+    /// Like [`HttpBootServer::start`], also telling `boots` of each per-MAC script fetched.
+    pub fn start_with_boots(
+        listener: std::net::TcpListener,
+        root: PathBuf,
+        access_log: Option<PathBuf>,
+        discovery: Option<DiscoverySink>,
+        boots: Option<BootSink>,
+    ) -> std::io::Result<Self> {
+        Self::start_with_image(listener, root, access_log, discovery, boots, None)
+    }
+
+    /// Like [`HttpBootServer::start_with_boots`], also serving the files of `discovery_image`
+    /// (the discovery kernel and initramfs) as `/discovery/<file>`.
     pub fn start_with_image(
         listener: std::net::TcpListener,
         root: PathBuf,
         access_log: Option<PathBuf>,
         discovery: Option<DiscoverySink>,
+        boots: Option<BootSink>,
         discovery_image: Option<PathBuf>,
     ) -> std::io::Result<Self> {
         listener.set_nonblocking(true)?;
@@ -90,6 +107,7 @@ impl HttpBootServer {
             log_file,
             accesses: accesses.clone(),
             discovery,
+            boots,
             discovery_image,
         });
         let (stop, mut stopped) = watch::channel(false);
@@ -204,10 +222,27 @@ async fn handle(shared: &Shared, client: SocketAddr, req: Request<Incoming>) -> 
         );
         let _ = f.flush();
     }
+    note_script_fetch(shared, &access);
     if let Ok(mut a) = shared.accesses.lock() {
         a.push(access);
     }
     response
+}
+
+/// A host that fetched its own per-MAC script has booted: tell the boot sink which one.
+fn note_script_fetch(shared: &Shared, access: &HttpAccess) {
+    let Some(sink) = &shared.boots else { return };
+    if access.method != "GET" || access.status != 200 {
+        return;
+    }
+    let mac = access
+        .path
+        .strip_prefix("/ipxe/")
+        .and_then(|f| f.strip_suffix(".ipxe"))
+        .and_then(|m| MacAddress::parse(m).ok());
+    if let Some(mac) = mac {
+        sink(mac);
+    }
 }
 
 fn resolve(root: &Path, path: &str) -> Option<PathBuf> {

@@ -1,7 +1,10 @@
 //! The host inventory in SQLite: one embedded file (or memory), no server.
 //!
 //! Tables: `hosts` (facts), `roles` (host -> role) and `bindings` (host -> logical host, with
-//! unique constraints so a host or a logical host is never bound twice).
+//! unique constraints so a host or a logical host is never bound twice), and `boot_events`
+//! (reboot requests and boots seen, see `boots.rs`).
+
+mod boots;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -10,7 +13,7 @@ use std::sync::Mutex;
 
 use harmony_types::{HostName, Id, MacAddress};
 
-use crate::domain::capability::{CapabilityError, HostBinding, HostInventory};
+use crate::domain::capability::{BootEvent, CapabilityError, HostBinding, HostInventory};
 use crate::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
 use crate::domain::{ChangeAction, ObjectChange};
 
@@ -71,6 +74,8 @@ fn parse_role(s: &str) -> Option<HostRole> {
 fn prepare(conn: &Connection, location: &str) -> Result<(), CapabilityError> {
     conn.execute_batch(SCHEMA)
         .map_err(|e| db_error(location, e))?;
+    conn.execute_batch(boots::SCHEMA)
+        .map_err(|e| db_error(location, e))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| db_error(location, e))
 }
@@ -87,6 +92,19 @@ impl SqliteInventory {
         }
         let conn = Connection::open(path).map_err(|e| db_error(&location, e))?;
         Self::init(conn, location)
+    }
+
+    /// Opens the inventory file at `path` for reading only: nothing is created, migrated or
+    /// written (render and plan read `--inventory` this way, so the operator's file is untouched).
+    pub fn open_read_only(path: &Path) -> Result<Self, CapabilityError> {
+        let location = path.display().to_string();
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| db_error(&location, e))?;
+        Ok(Self {
+            location,
+            path: None,
+            conn: Mutex::new(Some(conn)),
+        })
     }
 
     /// An inventory that lives in memory only (render mode, tests).
@@ -194,7 +212,38 @@ impl SqliteInventory {
     }
 
     fn hosts_sync(&self) -> Result<Vec<PhysicalHost>, CapabilityError> {
-        self.with(|c| {
+        self.with(|c| self.read_hosts(c))
+    }
+
+    /// Every host, sorted by id, read without creating or changing anything: a lazily opened
+    /// inventory whose file does not exist yet has none. Validation reads it this way, before
+    /// a run may write.
+    pub fn hosts_read_only(&self) -> Result<Vec<PhysicalHost>, CapabilityError> {
+        let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(conn) = guard.as_ref() {
+            return self.read_hosts(conn);
+        }
+        drop(guard);
+        let Some(path) = self.path.as_ref().filter(|p| p.is_file()) else {
+            return Ok(Vec::new());
+        };
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| self.err(e))?;
+        let has_hosts: i64 = conn
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'hosts'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        if has_hosts == 0 {
+            return Ok(Vec::new());
+        }
+        self.read_hosts(&conn)
+    }
+
+    fn read_hosts(&self, c: &Connection) -> Result<Vec<PhysicalHost>, CapabilityError> {
+        {
             let mut stmt = c
                 .prepare("SELECT id, hostname, macs, cpu_count, memory_bytes, disks FROM hosts ORDER BY id")
                 .map_err(|e| self.err(e))?;
@@ -227,7 +276,7 @@ impl SqliteInventory {
                 });
             }
             Ok(out)
-        })
+        }
     }
 }
 
@@ -323,6 +372,18 @@ impl HostInventory for SqliteInventory {
                 [],
             )
         })
+    }
+
+    async fn record_boot_event(
+        &self,
+        mac: MacAddress,
+        event: BootEvent,
+    ) -> Result<(), CapabilityError> {
+        self.record_boot_event_sync(mac, event)
+    }
+
+    async fn awaiting_boot(&self, macs: &[MacAddress]) -> Result<Vec<MacAddress>, CapabilityError> {
+        self.awaiting_boot_sync(macs)
     }
 
     async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError> {

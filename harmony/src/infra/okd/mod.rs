@@ -6,6 +6,8 @@
 //! checkers and reloads the services.
 
 mod discovery;
+mod duplicates;
+mod nodes;
 mod roles;
 
 use async_trait::async_trait;
@@ -19,13 +21,14 @@ use harmony_types::{IpAddress, Url};
 use super::bare_metal::ServiceMode;
 use super::dnsmasq::{Dnsmasq, DnsmasqSettings};
 use super::haproxy::{Haproxy, HaproxySettings};
-use super::http_boot::{DiscoverySink, HttpBoot};
+use super::http_boot::{BootSink, DiscoverySink, HttpBoot};
 use super::inventory_sqlite::SqliteInventory;
 use crate::domain::capability::{
-    CapabilityError, ClusterLayout, DeclaredRole, DhcpHostBinding, DhcpServer, DnsRecord,
-    DnsServer, HaCluster, HostBinding, HostInventory, HttpAccess, HttpFile, HttpServer,
-    LoadBalancer, LoadBalancerService, PxeBootOptions, TftpFile, TftpServer,
+    BootEvent, CapabilityError, ClusterLayout, DeclaredRole, DhcpHostBinding, DhcpServer,
+    DnsRecord, DnsServer, HaCluster, HostBinding, HostInventory, HttpAccess, HttpFile, HttpServer,
+    LoadBalancer, LoadBalancerService, PxeBootOptions, RoleRule, TftpFile, TftpServer,
 };
+use crate::domain::capability::{ClusterNodes, NodeStatus, PendingCsr};
 use crate::domain::inventory::{PhysicalHost, RoleAssignment};
 use crate::domain::operator::{Operator, OperatorHandle};
 use crate::domain::{
@@ -36,6 +39,7 @@ use crate::domain::{
 pub use discovery::{
     DEFAULT_DISCOVERY_ADDRESSES, DISCOVERY_IMAGE_FILES, check_discovery_image, discovery_range,
 };
+pub use nodes::{APPROVAL_REASON, KubeClusterNodes, RequestedSubject, requested_subject};
 pub use roles::parse_roles_file;
 
 /// How long a role phase waits for hosts to be discovered unless told otherwise.
@@ -132,6 +136,11 @@ pub struct HAClusterTopology {
     operator: OperatorHandle,
     declared: Vec<DeclaredRole>,
     discovery_timeout: Duration,
+    /// `--inventory FILE` as given, to name it in messages (`None`: the services folder's own).
+    inventory_flag: Option<PathBuf>,
+    /// `--assign ROLE=RULE`, checked against the layout and the roles file.
+    role_rules: Vec<RoleRule>,
+    cluster_nodes: Option<KubeClusterNodes>,
 }
 
 impl std::fmt::Debug for HAClusterTopology {
@@ -181,6 +190,8 @@ impl HAClusterTopology {
             Some(path) => parse_roles_file(path, &layout)?,
             None => Vec::new(),
         };
+        let layout_for_rules = layout.clone();
+        let declared_for_rules = declared.clone();
         let http_url = Url::parse(&format!(
             "http://{}:{}/",
             layout.services, services.http_port
@@ -232,7 +243,38 @@ impl HAClusterTopology {
             operator: ctx.operator.clone(),
             declared,
             discovery_timeout: ctx.discovery_timeout.unwrap_or(DEFAULT_DISCOVERY_TIMEOUT),
+            inventory_flag: ctx.inventory.clone(),
+            role_rules: roles::check_role_rules(
+                &ctx.assign,
+                &layout_for_rules,
+                &declared_for_rules,
+            )?,
+            cluster_nodes: None,
         })
+    }
+
+    /// Reaches the installed cluster (its Nodes and certificate signing requests) through
+    /// `kubeconfig`: usually `<ignition dir>/auth/kubeconfig`, which `openshift-install create
+    /// ignition-configs` writes. Nothing is read or contacted until a Score asks, and never in
+    /// render or plan mode.
+    pub fn with_cluster_kubeconfig(mut self, kubeconfig: PathBuf) -> Self {
+        self.cluster_nodes = Some(KubeClusterNodes::new(kubeconfig));
+        self
+    }
+
+    /// The kubeconfig of the installed cluster, when one was given.
+    pub fn cluster_kubeconfig(&self) -> Option<&std::path::Path> {
+        self.cluster_nodes.as_ref().map(|n| n.kubeconfig())
+    }
+
+    fn cluster_nodes(&self) -> Result<&KubeClusterNodes, CapabilityError> {
+        self.cluster_nodes
+            .as_ref()
+            .ok_or_else(|| CapabilityError::Unsupported {
+                what: "reading the installed cluster's nodes".into(),
+                backend: format!("topology {}", self.layout.cluster_name),
+                reason: "no kubeconfig for the installed cluster was given; build the topology with `with_cluster_kubeconfig(<ignition dir>/auth/kubeconfig)` (the OKD example does so from --ignition-dir, or --cluster-kubeconfig FILE)".into(),
+            })
     }
 
     /// The folder the files go to.
@@ -267,7 +309,25 @@ impl HAClusterTopology {
             inventory
                 .record_host_sync(&host)
                 .map(|_| ())
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?;
+            // A discovery report proves the host booted: a reboot asked of it has happened.
+            for mac in &host.macs {
+                inventory
+                    .record_boot_event_sync(*mac, BootEvent::Booted)
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// A sink for the HTTP boot server that records, in the inventory, each host seen
+    /// fetching its per-MAC iPXE script: the evidence that a requested reboot happened.
+    pub fn boot_sink(&self) -> BootSink {
+        let inventory = self.inventory.clone();
+        Arc::new(move |mac| {
+            if let Err(e) = inventory.record_boot_event_sync(mac, BootEvent::Booted) {
+                log::warn!("http boot: cannot record that {mac} booted: {e}");
+            }
         })
     }
 
@@ -277,7 +337,11 @@ impl HAClusterTopology {
         &self,
         listener: std::net::TcpListener,
     ) -> Result<SocketAddr, CapabilityError> {
-        self.http.serve_on(listener, Some(self.discovery_sink()))
+        self.http.serve_on_with_boots(
+            listener,
+            Some(self.discovery_sink()),
+            Some(self.boot_sink()),
+        )
     }
 
     /// Stops the daemons this topology started (tests and teardown).
@@ -295,7 +359,7 @@ fn copy_into_memory(path: &std::path::Path) -> Result<SqliteInventory, HaCluster
     if !path.is_file() {
         return Err(unusable("no such file".into()));
     }
-    let file = SqliteInventory::open(path).map_err(|e| unusable(sqlite_problem(&e)))?;
+    let file = SqliteInventory::open_read_only(path).map_err(|e| unusable(sqlite_problem(&e)))?;
     let memory = SqliteInventory::in_memory()?;
     let run = async {
         for h in file.known_hosts().await? {
@@ -329,6 +393,28 @@ impl Topology for HAClusterTopology {
 
     fn mode(&self) -> ExecutionMode {
         self.mode
+    }
+
+    fn validate_inventory(
+        &self,
+        inventory: &crate::domain::Inventory,
+    ) -> Result<(), ValidationError> {
+        let flag = self
+            .inventory_flag
+            .as_ref()
+            .map(|p| p.display().to_string());
+        let location = flag
+            .clone()
+            .unwrap_or_else(|| self.inventory.location().to_string());
+        let source = duplicates::Source::File(&location, flag.is_some());
+        let stored = self.inventory.hosts_read_only().map_err(|e| {
+            ValidationError::new(
+                "--inventory",
+                format!("cannot read {location}: {}", sqlite_problem(&e)),
+                "give --inventory the inventory.sqlite Harmony keeps in the services folder",
+            )
+        })?;
+        duplicates::check_unique_macs(&inventory.hosts, &stored, source)
     }
 
     async fn ensure_ready(&self) -> Result<PreparationOutcome, PreparationError> {
@@ -401,6 +487,10 @@ impl HaCluster for HAClusterTopology {
 
     fn discovery_timeout(&self) -> Duration {
         self.discovery_timeout
+    }
+
+    fn role_rules(&self) -> &[RoleRule] {
+        &self.role_rules
     }
 }
 
@@ -504,5 +594,61 @@ impl HostInventory for HAClusterTopology {
 
     async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError> {
         self.inventory.bind_host(binding).await
+    }
+
+    async fn record_boot_event(
+        &self,
+        mac: harmony_types::MacAddress,
+        event: BootEvent,
+    ) -> Result<(), CapabilityError> {
+        self.inventory.record_boot_event(mac, event).await
+    }
+
+    async fn awaiting_boot(
+        &self,
+        macs: &[harmony_types::MacAddress],
+    ) -> Result<Vec<harmony_types::MacAddress>, CapabilityError> {
+        self.inventory.awaiting_boot(macs).await
+    }
+}
+
+#[cfg(test)]
+mod tests;
+#[async_trait]
+impl ClusterNodes for HAClusterTopology {
+    async fn nodes(&self) -> Result<Vec<NodeStatus>, CapabilityError> {
+        self.cluster_nodes()?.nodes().await
+    }
+
+    async fn pending_csrs(&self) -> Result<Vec<PendingCsr>, CapabilityError> {
+        self.cluster_nodes()?.pending_csrs().await
+    }
+
+    async fn approve_csr(&self, name: &str, reason: &str) -> Result<(), CapabilityError> {
+        self.cluster_nodes()?.approve_csr(name, reason).await
+    }
+
+    fn check_access(&self) -> Result<(), ValidationError> {
+        let fix = "`openshift-install create ignition-configs --dir DIR` writes the installed cluster's admin kubeconfig to DIR/auth/kubeconfig: run it, or give that kubeconfig (the OKD example: --ignition-dir DIR or --cluster-kubeconfig FILE)";
+        match &self.cluster_nodes {
+            None => Err(ValidationError::new(
+                "cluster kubeconfig",
+                "no kubeconfig for the installed cluster was given, so its nodes cannot be awaited",
+                fix,
+            )),
+            Some(n) if !n.kubeconfig().is_file() => Err(ValidationError::new(
+                "cluster kubeconfig",
+                format!("{} is not a file", n.kubeconfig().display()),
+                fix,
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn cluster_description(&self) -> String {
+        match &self.cluster_nodes {
+            Some(n) => n.cluster_description(),
+            None => format!("cluster {} (no kubeconfig given)", self.layout.cluster_name),
+        }
     }
 }

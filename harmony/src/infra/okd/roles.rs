@@ -13,7 +13,8 @@ use std::path::Path;
 use harmony_types::{HostName, Id, MacAddress};
 
 use super::HaClusterError;
-use crate::domain::capability::{ClusterLayout, DeclaredRole, HostSelector};
+use crate::domain::ValidationError;
+use crate::domain::capability::{ClusterLayout, DeclaredRole, HostMatch, HostSelector, RoleRule};
 use crate::domain::inventory::HostRole;
 
 #[derive(Deserialize)]
@@ -102,4 +103,46 @@ fn names(layout: &ClusterLayout, role: HostRole) -> String {
         .map(|h| h.name.to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Checks `--assign` rules: each names a role the cluster has hosts for, and a MAC is given one
+/// role, whether by two rules or by a rule and the roles file.
+pub(super) fn check_role_rules(
+    rules: &[RoleRule],
+    layout: &ClusterLayout,
+    declared: &[DeclaredRole],
+) -> Result<Vec<RoleRule>, HaClusterError> {
+    let invalid = |problem: String, fix: String| {
+        HaClusterError::Invalid(ValidationError::new("--assign", problem, fix))
+    };
+    for (i, rule) in rules.iter().enumerate() {
+        if layout.hosts_for(rule.role).is_empty() {
+            return Err(invalid(
+                format!("{rule}: the cluster declares no {} hosts", rule.role),
+                "give the rule to a role the cluster has (bootstrap, control-plane or worker hosts it declares), or drop it".into(),
+            ));
+        }
+        let HostMatch::Mac(mac) = &rule.matcher else {
+            continue;
+        };
+        if let Some(other) = rules[..i].iter().find(|r| r.matcher == rule.matcher) {
+            return Err(invalid(
+                format!("{other} and {rule} both name MAC {mac}"),
+                "give each MAC one --assign rule".into(),
+            ));
+        }
+        if let Some(d) = declared
+            .iter()
+            .find(|d| d.host == HostSelector::Mac(*mac) && d.role != rule.role)
+        {
+            return Err(invalid(
+                format!(
+                    "{rule} gives MAC {mac} a role the roles file gives as {}",
+                    d.role
+                ),
+                "keep one role per machine: drop the rule or the roles file's entry".into(),
+            ));
+        }
+    }
+    Ok(rules.to_vec())
 }

@@ -1,0 +1,264 @@
+//! Roles without a terminal: `--assign ROLE=RULE` gives discovered hosts a role by MAC or by
+//! minimum size, never by guessing. The program runs for real in a lab namespace (dnsmasq,
+//! haproxy, the HTTP boot server); hosts are discovered by posting their hardware to the
+//! discovery endpoint while the workers phase waits, as the discovery agent does.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use harmony::domain::capability::HostInventory;
+use harmony::domain::inventory::{Disk, HostRole, PhysicalHost};
+use harmony::infra::inventory_sqlite::SqliteInventory;
+use harmony_e2e::netns::{Lab, available, wait_for};
+use harmony_e2e::okd_lab::{HTTP_PORT, LOAD_BALANCER, SERVICES};
+use harmony_types::{Id, MacAddress};
+
+fn machine(id: &str, mac: &str, memory_gib: u64, disk_gb: u64) -> PhysicalHost {
+    PhysicalHost {
+        id: Id::parse(id).unwrap(),
+        hostname: None,
+        macs: vec![MacAddress::parse(mac).unwrap()],
+        cpu_count: 4,
+        memory_bytes: memory_gib << 30,
+        disks: vec![Disk {
+            name: "vda".into(),
+            size_bytes: disk_gb * 1_000_000_000,
+            rotational: false,
+        }],
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn roles_in(path: &Path) -> Vec<(String, HostRole)> {
+    let inv = SqliteInventory::open(path).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(inv.role_assignments())
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.host.to_string(), r.role))
+        .collect()
+}
+
+#[test]
+fn discovered_hosts_get_the_worker_role_by_mac_and_by_size_without_a_terminal() {
+    if let Err(e) = available() {
+        panic!("{e}");
+    }
+    let lab = Lab::new(
+        "rules",
+        &[&format!("{SERVICES}/24"), &format!("{LOAD_BALANCER}/24")],
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("inventory.sqlite");
+    let mut child = lab
+        .services
+        .command(env!("CARGO_BIN_EXE_okd-operator"))
+        .args([
+            "--apply",
+            "--yes",
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--discovery-timeout",
+            "120",
+            "--assign",
+            "worker=mac:52:54:00:77:00:41",
+            "--assign",
+            "worker=min-memory:24GiB,min-disk:200GB",
+        ])
+        .env("HARMONY_OKD_SERVICES_DIR", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    // Three machines boot into discovery while the workers phase waits: a small one named by
+    // MAC, a large one the size rule matches, and one no rule matches (large disk, little
+    // memory).
+    let url = format!("http://{SERVICES}:{HTTP_PORT}/discovery");
+    for host in [
+        machine("small-named", "52:54:00:77:00:41", 8, 100),
+        machine("large", "52:54:00:77:00:42", 32, 500),
+        machine("low-memory", "52:54:00:77:00:43", 8, 500),
+    ] {
+        let body = serde_json::to_string(&host).unwrap();
+        let posted = wait_for(Duration::from_secs(60), || {
+            let out = lab
+                .services
+                .command("curl")
+                .args(["-sf", "-X", "POST", "--data", &body, &url])
+                .output()
+                .ok()?;
+            out.status.success().then_some(())
+        });
+        assert!(
+            posted.is_some(),
+            "the discovery endpoint never took {}",
+            host.id
+        );
+    }
+
+    let done = wait_for(Duration::from_secs(120), || child.try_wait().ok().flatten());
+    if done.is_none() {
+        let _ = child.kill();
+        panic!("the program did not finish after the hosts were discovered");
+    }
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let hosts = std::fs::read_to_string(dir.path().join("services/dnsmasq/dhcp-hosts")).unwrap();
+    let macs: Vec<&str> = hosts.lines().filter_map(|l| l.split(',').next()).collect();
+    assert_eq!(macs.len(), 2, "two workers are reserved:\n{hosts}\n{said}");
+    assert!(macs.contains(&"52:54:00:77:00:41"), "{hosts}");
+    assert!(macs.contains(&"52:54:00:77:00:42"), "{hosts}");
+    // Sorted by host id.
+    let roles = roles_in(&inventory);
+    assert_eq!(
+        roles,
+        [
+            ("large".to_string(), HostRole::Worker),
+            ("small-named".to_string(), HostRole::Worker)
+        ],
+        "the host no rule matches keeps no role"
+    );
+    assert!(
+        said.contains("rebooting is the operator's job"),
+        "--yes leaves the reboot to the operator:\n{said}"
+    );
+    drop(lab);
+}
+
+#[test]
+fn a_size_rule_matching_more_hosts_than_needed_picks_none_and_says_how_to_narrow_it() {
+    // Render mode from an inventory file: no services, no terminal.
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("inventory.sqlite");
+    {
+        let inv = SqliteInventory::open(&inventory).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for (id, mac) in [
+                ("node-a", "52:54:00:77:00:51"),
+                ("node-b", "52:54:00:77:00:52"),
+                ("node-c", "52:54:00:77:00:53"),
+            ] {
+                inv.record_host(&machine(id, mac, 32, 500)).await.unwrap();
+            }
+        });
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_okd-operator"))
+        .args([
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+            "--assign",
+            "worker=min-memory:16GiB",
+        ])
+        .env("HARMONY_OKD_SERVICES_DIR", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    for host in ["node-a", "node-b", "node-c"] {
+        assert!(said.contains(host), "{host} not listed:\n{said}");
+    }
+    assert!(
+        said.contains("--assign worker=min-memory:16GiB matches 3 unassigned hosts but the worker role needs only 2 more"),
+        "{said}"
+    );
+    assert!(said.contains("narrow the rule"), "{said}");
+    assert!(
+        said.contains("--assign worker=mac:52:54:00:77:00:51"),
+        "{said}"
+    );
+    assert!(
+        !dir.path().join("out/okd/http/www/ipxe").exists(),
+        "a host was scripted"
+    );
+    // The same hosts narrowed by MAC: exactly those two are workers.
+    let out = Command::new(env!("CARGO_BIN_EXE_okd-operator"))
+        .args([
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+            "--assign",
+            "worker=mac:52:54:00:77:00:51",
+            "--assign",
+            "worker=mac:52:54:00:77:00:53",
+        ])
+        .env("HARMONY_OKD_SERVICES_DIR", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let hosts = std::fs::read_to_string(dir.path().join("out/okd/dnsmasq/dhcp-hosts")).unwrap();
+    assert_eq!(
+        hosts,
+        "52:54:00:77:00:51,10.77.0.21,worker0\n52:54:00:77:00:53,10.77.0.22,worker1\n"
+    );
+}
+
+#[test]
+fn a_bad_assign_rule_exits_2_naming_the_flag_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    for (rule, says) in [
+        ("worker=min-memory:16", "no unit"),
+        ("workers=mac:52:54:00:77:00:51", "unknown role"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_okd-operator"))
+            .args([
+                "--assign",
+                rule,
+                "--out",
+                dir.path().join("out").to_str().unwrap(),
+            ])
+            .env("HARMONY_OKD_SERVICES_DIR", dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains("--assign"), "{said}");
+        assert!(said.contains(says), "{said}");
+        assert!(
+            said.contains("ROLE=mac:") || said.contains("16GiB"),
+            "{said}"
+        );
+        assert!(!dir.path().join("out").exists());
+    }
+    // Two rules giving one MAC two roles.
+    let out = Command::new(env!("CARGO_BIN_EXE_okd-operator"))
+        .args([
+            "--assign",
+            "worker=mac:52:54:00:77:00:51",
+            "--assign",
+            "control-plane=mac:52:54:00:77:00:51",
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+        ])
+        .env("HARMONY_OKD_SERVICES_DIR", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("both name MAC 52:54:00:77:00:51"), "{said}");
+    assert!(!dir.path().join("out").exists());
+}
