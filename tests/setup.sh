@@ -31,6 +31,12 @@ for tool in dnsmasq:dnsmasq-base busybox:busybox qemu-system-x86_64:qemu-system-
     command -v "${tool%%:*}" >/dev/null || okd_missing+=("${tool##*:}")
 done
 [[ -e /usr/share/qemu/pxe-virtio.rom || -e /usr/lib/ipxe/qemu/pxe-virtio.rom ]] || okd_missing+=(ipxe-qemu)
+# The discovery image (discovery-image/build.sh, tests/e2e/tests/okd_discovery_qemu.rs).
+for tool in cpio:cpio strip:binutils dpkg-deb:dpkg; do
+    command -v "${tool%%:*}" >/dev/null || okd_missing+=("${tool##*:}")
+done
+# build.sh fetches the kernel with apt-get download: the package lists must know it.
+apt-cache show linux-image-amd64 >/dev/null 2>&1 || apt-get update -qq
 if ((${#okd_missing[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${okd_missing[@]}"; fi
 
 # The status page suite (tests/e2e/tests/status_page.rs): headless Chromium from Debian, driven by

@@ -86,8 +86,68 @@ impl Facts {
             })
     }
 
-    /// Memory from `MemTotal` in `/proc/meminfo`.
+    /// Memory installed, in bytes: the sizes of the DMI memory devices (SMBIOS type 17) when
+    /// the firmware lists them, else the online memory blocks times the block size, else
+    /// `MemTotal` from `/proc/meminfo`. `MemTotal` comes last because it is smaller than what
+    /// is installed (the kernel's own image and reservations are not counted), so it would
+    /// under-report every machine.
     pub fn memory_bytes(&self) -> Result<u64, AgentError> {
+        if let Some(bytes) = self.dmi_memory_bytes() {
+            return Ok(bytes);
+        }
+        if let Some(bytes) = self.memory_block_bytes() {
+            return Ok(bytes);
+        }
+        self.mem_total_bytes()
+    }
+
+    /// The sum of the DMI memory device sizes (`/sys/firmware/dmi/entries/17-*/raw`, readable
+    /// once the kernel's `dmi-sysfs` module is loaded); `None` when none is listed.
+    pub fn dmi_memory_bytes(&self) -> Option<u64> {
+        let entries = std::fs::read_dir(self.path("sys/firmware/dmi/entries")).ok()?;
+        let mut total = 0u64;
+        let mut found = false;
+        for entry in entries.flatten() {
+            if !entry.file_name().to_string_lossy().starts_with("17-") {
+                continue;
+            }
+            let Ok(raw) = std::fs::read(entry.path().join("raw")) else {
+                continue;
+            };
+            if let Some(bytes) = memory_device_size(&raw) {
+                total += bytes;
+                found = true;
+            }
+        }
+        (found && total > 0).then_some(total)
+    }
+
+    /// Online memory blocks times the block size (`/sys/devices/system/memory`); `None` when
+    /// the kernel does not list memory blocks.
+    pub fn memory_block_bytes(&self) -> Option<u64> {
+        let dir = self.path("sys/devices/system/memory");
+        let size = std::fs::read_to_string(dir.join("block_size_bytes")).ok()?;
+        let size = u64::from_str_radix(size.trim().trim_start_matches("0x"), 16).ok()?;
+        let blocks = std::fs::read_dir(&dir)
+            .ok()?
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_prefix("memory")
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            })
+            // A block without an `online` file (built without hotplug) is online.
+            .filter(|e| {
+                std::fs::read_to_string(e.path().join("online"))
+                    .map(|t| t.trim() == "1")
+                    .unwrap_or(true)
+            })
+            .count() as u64;
+        (blocks > 0 && size > 0).then_some(blocks * size)
+    }
+
+    /// `MemTotal` from `/proc/meminfo`: the memory the kernel manages.
+    pub fn mem_total_bytes(&self) -> Result<u64, AgentError> {
         let text = read(&self.path("proc/meminfo"))?;
         text.lines()
             .find_map(|l| l.strip_prefix("MemTotal:"))
@@ -204,12 +264,129 @@ impl Facts {
             disks: self.disks()?,
         })
     }
+
+    /// The DMI system serial number, when readable and not a vendor placeholder.
+    pub fn product_serial(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.path("sys/class/dmi/id/product_serial")).ok()?;
+        let serial = text.trim();
+        let placeholder = serial.is_empty()
+            || serial.chars().all(|c| c == '0' || c == ' ')
+            || [
+                "not specified",
+                "to be filled by o.e.m.",
+                "system serial number",
+                "default string",
+                "none",
+            ]
+            .contains(&serial.to_ascii_lowercase().as_str());
+        (!placeholder).then(|| serial.to_string())
+    }
+
+    /// The report the agent sends: the host, with its DMI serial and UUID.
+    pub fn discovery_report(&self) -> Result<DiscoveryReport, AgentError> {
+        Ok(DiscoveryReport {
+            host: self.report()?,
+            serial: self.product_serial(),
+            uuid: self.product_uuid().map(|id| id.to_string()),
+        })
+    }
+
+    /// The discovery URL from the kernel command line (`harmony.discovery=URL` in
+    /// `/proc/cmdline`), as the discovery image's boot script passes it.
+    pub fn cmdline_url(&self) -> Result<Url, AgentError> {
+        url_from_cmdline(&read(&self.path("proc/cmdline"))?)
+    }
+}
+
+/// The kernel command-line parameter naming the discovery endpoint.
+pub const CMDLINE_PARAMETER: &str = "harmony.discovery";
+
+/// Finds `harmony.discovery=URL` among the words of a kernel command line.
+pub fn url_from_cmdline(cmdline: &str) -> Result<Url, AgentError> {
+    let value = cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(CMDLINE_PARAMETER)?.strip_prefix('='))
+        .ok_or_else(|| AgentError::Fact {
+            what: "kernel command line".into(),
+            problem: format!(
+                "no {CMDLINE_PARAMETER}=URL in it; boot the discovery image from Harmony's boot.ipxe, or pass the URL as the agent's argument"
+            ),
+        })?;
+    Url::parse(value).map_err(|e| AgentError::Fact {
+        what: format!("{CMDLINE_PARAMETER}={value}"),
+        problem: e.to_string(),
+    })
+}
+
+/// The size of one SMBIOS memory device (type 17) structure, in bytes; `None` for an empty
+/// slot, an unknown size or a structure of another type. The Size word at offset 0x0C is in
+/// MiB (KiB when bit 15 is set); 0x7FFF means the size is in the Extended Size dword at 0x1C
+/// (MiB).
+pub fn memory_device_size(raw: &[u8]) -> Option<u64> {
+    if raw.first() != Some(&17) || raw.len() < 0x0E {
+        return None;
+    }
+    let length = usize::from(raw[1]).min(raw.len());
+    if length < 0x0E {
+        return None;
+    }
+    let size = u16::from_le_bytes([raw[0x0C], raw[0x0D]]);
+    match size {
+        0 | 0xFFFF => None,
+        0x7FFF if length >= 0x20 => {
+            let ext =
+                u32::from_le_bytes([raw[0x1C], raw[0x1D], raw[0x1E], raw[0x1F]]) & 0x7FFF_FFFF;
+            (ext > 0).then(|| u64::from(ext) << 20)
+        }
+        s if s & 0x8000 != 0 => Some(u64::from(s & 0x7FFF) << 10),
+        s => Some(u64::from(s) << 20),
+    }
+}
+
+/// What the agent posts: the host as Harmony's inventory stores it, plus the DMI serial number
+/// and UUID it was read with (the UUID is also the host's id when the firmware has one).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DiscoveryReport {
+    /// The host.
+    #[serde(flatten)]
+    pub host: PhysicalHost,
+    /// The DMI system serial number, if the firmware gives a real one.
+    pub serial: Option<String>,
+    /// The DMI system UUID, if the firmware gives a real one.
+    pub uuid: Option<String>,
+}
+
+impl DiscoveryReport {
+    /// One line for a console: id, CPUs, memory, disks, MACs, serial and UUID.
+    pub fn summary(&self) -> String {
+        let h = &self.host;
+        let disks: Vec<String> = h
+            .disks
+            .iter()
+            .map(|d| format!("{} {} MiB", d.name, d.size_bytes >> 20))
+            .collect();
+        let macs: Vec<String> = h.macs.iter().map(|m| m.to_string()).collect();
+        format!(
+            "host {}: {} vCPU, {} MiB memory, disks [{}], MACs [{}], serial {}, UUID {}",
+            h.id,
+            h.cpu_count,
+            h.memory_bytes >> 20,
+            disks.join(", "),
+            macs.join(", "),
+            self.serial.as_deref().unwrap_or("none"),
+            self.uuid.as_deref().unwrap_or("none"),
+        )
+    }
 }
 
 /// Posts `report` to `url` (`http://HOST:PORT/discovery`, or `https://` verified against the
 /// system roots) and waits at most `timeout` for a 2xx. Blocking: it runs its own small
 /// runtime, so call it from a plain thread (or `spawn_blocking`).
-pub fn post(url: &Url, report: &PhysicalHost, timeout: Duration) -> Result<(), AgentError> {
+pub fn post<R: serde::Serialize + ?Sized>(
+    url: &Url,
+    report: &R,
+    timeout: Duration,
+) -> Result<(), AgentError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -221,9 +398,9 @@ pub fn post(url: &Url, report: &PhysicalHost, timeout: Duration) -> Result<(), A
 }
 
 /// As [`post`], from async code.
-pub async fn post_async(
+pub async fn post_async<R: serde::Serialize + ?Sized>(
     url: &Url,
-    report: &PhysicalHost,
+    report: &R,
     timeout: Duration,
 ) -> Result<(), AgentError> {
     let fail = |problem: String| AgentError::Post {
@@ -309,6 +486,133 @@ mod tests {
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["macs"][0], "52:54:00:aa:00:01");
         assert_eq!(json["hostname"], "node-a");
+    }
+
+    /// An SMBIOS type 17 structure (length 0x28) with `size` in its Size word and `ext` in
+    /// its Extended Size dword.
+    fn type17(size: u16, ext: u32) -> Vec<u8> {
+        let mut raw = vec![0u8; 0x28];
+        raw[0] = 17;
+        raw[1] = 0x28;
+        raw[0x0C..0x0E].copy_from_slice(&size.to_le_bytes());
+        raw[0x1C..0x20].copy_from_slice(&ext.to_le_bytes());
+        raw
+    }
+
+    #[test]
+    fn memory_device_sizes_follow_smbios() {
+        assert_eq!(memory_device_size(&type17(512, 0)), Some(512 << 20));
+        assert_eq!(
+            memory_device_size(&type17(0x8000 | 768, 0)),
+            Some(768 << 10)
+        );
+        assert_eq!(
+            memory_device_size(&type17(0x7FFF, 65536)),
+            Some(65536u64 << 20)
+        );
+        assert_eq!(memory_device_size(&type17(0, 0)), None, "empty slot");
+        assert_eq!(memory_device_size(&type17(0xFFFF, 0)), None, "unknown");
+        let mut other = type17(512, 0);
+        other[0] = 16;
+        assert_eq!(memory_device_size(&other), None, "not a memory device");
+        assert_eq!(memory_device_size(&[17, 4, 0, 0]), None, "truncated");
+    }
+
+    #[test]
+    fn memory_is_what_was_installed_not_mem_total() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        // MemTotal is below the installed 512 MiB, as on every machine.
+        write(r, "proc/meminfo", "MemTotal:       492000 kB\n");
+        assert_eq!(Facts::under(r).memory_bytes().unwrap(), 492000 * 1024);
+        // Memory blocks of 128 MiB: four online, one offline, plus non-block entries.
+        write(r, "sys/devices/system/memory/block_size_bytes", "8000000\n");
+        for (i, online) in [(0, "1"), (1, "1"), (2, "1"), (3, "1"), (4, "0")] {
+            write(
+                r,
+                &format!("sys/devices/system/memory/memory{i}/online"),
+                online,
+            );
+        }
+        write(
+            r,
+            "sys/devices/system/memory/auto_online_blocks",
+            "online\n",
+        );
+        assert_eq!(Facts::under(r).memory_bytes().unwrap(), 512 << 20);
+        // DMI memory devices win: two DIMMs and an empty slot.
+        let dmi = "sys/firmware/dmi/entries";
+        std::fs::create_dir_all(r.join(dmi)).unwrap();
+        for (name, raw) in [
+            ("17-0", type17(256, 0)),
+            ("17-1", type17(0x7FFF, 512)),
+            ("17-2", type17(0, 0)),
+            ("16-0", type17(9999, 0)),
+        ] {
+            std::fs::create_dir_all(r.join(dmi).join(name)).unwrap();
+            std::fs::write(r.join(dmi).join(name).join("raw"), raw).unwrap();
+        }
+        assert_eq!(Facts::under(r).memory_bytes().unwrap(), 768 << 20);
+    }
+
+    #[test]
+    fn the_report_carries_the_dmi_serial_and_uuid() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        write(r, "proc/cpuinfo", "processor\t: 0\n");
+        write(r, "proc/meminfo", "MemTotal: 1024 kB\n");
+        write(r, "sys/class/net/eth0/address", "52:54:00:aa:00:02\n");
+        write(r, "sys/class/net/eth0/device/vendor", "0x1af4\n");
+        std::fs::create_dir_all(r.join("sys/block")).unwrap();
+        write(
+            r,
+            "sys/class/dmi/id/product_uuid",
+            "4C4C4544-0042-3510-8052-B4C04F4E3232\n",
+        );
+        write(r, "sys/class/dmi/id/product_serial", "CZJ1234567\n");
+        let report = Facts::under(r).discovery_report().unwrap();
+        assert_eq!(
+            report.host.id.as_str(),
+            "4c4c4544-0042-3510-8052-b4c04f4e3232"
+        );
+        assert_eq!(report.serial.as_deref(), Some("CZJ1234567"));
+        assert_eq!(
+            report.uuid.as_deref(),
+            Some("4c4c4544-0042-3510-8052-b4c04f4e3232")
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["serial"], "CZJ1234567");
+        assert_eq!(json["macs"][0], "52:54:00:aa:00:02");
+        // The server reads the same JSON as a PhysicalHost, ignoring the extra fields.
+        let host: PhysicalHost = serde_json::from_value(json).unwrap();
+        assert_eq!(host, report.host);
+        assert!(
+            report.summary().contains("serial CZJ1234567"),
+            "{}",
+            report.summary()
+        );
+        write(
+            r,
+            "sys/class/dmi/id/product_serial",
+            "To Be Filled By O.E.M.\n",
+        );
+        assert_eq!(Facts::under(r).product_serial(), None);
+    }
+
+    #[test]
+    fn the_url_comes_from_the_kernel_command_line() {
+        let url = url_from_cmdline(
+            "BOOT_IMAGE=vmlinuz console=ttyS0 harmony.discovery=http://10.77.0.2:8080/discovery quiet",
+        )
+        .unwrap();
+        assert_eq!(url.as_str(), "http://10.77.0.2:8080/discovery");
+        let e = url_from_cmdline("console=ttyS0 harmony.discoveryx=1").unwrap_err();
+        assert!(e.to_string().contains("no harmony.discovery=URL"), "{e}");
+        let e = url_from_cmdline("harmony.discovery=not-a-url").unwrap_err();
+        assert!(
+            e.to_string().starts_with("harmony.discovery=not-a-url"),
+            "{e}"
+        );
     }
 
     /// A one-shot HTTP server on loopback answering `status`; returns its URL and, once a

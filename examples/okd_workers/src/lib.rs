@@ -12,7 +12,7 @@ use harmony::domain::Score;
 use harmony::domain::capability::ClusterNodes;
 use harmony::domain::capability::{ClusterLayout, LogicalHost};
 use harmony::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
-use harmony::infra::okd::{BareMetalServices, HAClusterTopology};
+use harmony::infra::okd::{BareMetalServices, HAClusterTopology, check_discovery_image};
 use harmony_modules::okd::{
     DEFAULT_NODE_TIMEOUT, OkdBootstrapRemovalScore, OkdHostsScore, OkdInstallation,
     OkdInstallationReportScore, OkdNodesScore, OkdPrepareScore, OkdSanityCheckScore, OkdTopology,
@@ -153,6 +153,12 @@ pub struct Flags {
     )]
     pub services_dir: PathBuf,
 
+    /// The folder `discovery-image/build.sh DIR` wrote the discovery image into (vmlinuz,
+    /// initrd.img): the HTTP boot server serves it to machines without a reservation, which
+    /// boot it and report their hardware. Without it they print how to build it.
+    #[arg(long, value_name = "DIR", env = "HARMONY_OKD_DISCOVERY_IMAGE", help_heading = "Bare metal", value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from))]
+    pub discovery_image: Option<PathBuf>,
+
     /// The installed cluster's admin kubeconfig, used with --apply to wait for the nodes and
     /// approve their certificate signing requests; default: <ignition dir>/auth/kubeconfig.
     #[arg(long, value_name = "FILE", env = "HARMONY_OKD_KUBECONFIG", value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from))]
@@ -195,8 +201,14 @@ pub async fn cli_main() -> ExitCode {
             ..OkdInstallation::default()
         };
         check_ignition_dir(&install)?;
+        let discovery_image = flags.discovery_image.filter(|d| !d.as_os_str().is_empty());
+        if let Some(dir) = &discovery_image {
+            check_discovery_image(dir)
+                .map_err(|e| format!("--discovery-image: {}; fix: {}", e.problem, e.fix))?;
+        }
         let services = BareMetalServices {
             dir: flags.services_dir,
+            discovery_image,
             ..BareMetalServices::default()
         };
         let mut topology =

@@ -308,3 +308,45 @@ fn apply_without_the_installed_clusters_kubeconfig_exits_2_naming_it_and_touches
     );
     assert!(!services.exists(), "the services folder was created");
 }
+
+#[test]
+fn discovery_image_flag_is_checked_and_unknown_macs_get_the_discovery_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("image");
+    std::fs::create_dir_all(&image).unwrap();
+    std::fs::write(image.join("vmlinuz"), "k").unwrap();
+    let out = run(
+        dir.path(),
+        &["--discovery-image", image.to_str().unwrap()],
+        &[],
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--discovery-image") && err.contains("has no initrd.img"),
+        "{err}"
+    );
+    assert!(err.contains("discovery-image/build.sh"), "{err}");
+    assert!(!dir.path().join("harmony-out").exists());
+
+    std::fs::write(image.join("initrd.img"), "i").unwrap();
+    let out = run(
+        dir.path(),
+        &[],
+        &[("HARMONY_OKD_DISCOVERY_IMAGE", image.as_path())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = dir.path().join("harmony-out/okd");
+    let conf = std::fs::read_to_string(root.join("dnsmasq/dnsmasq.conf")).unwrap();
+    assert!(
+        conf.contains("dhcp-range=set:discovery,192.168.50.205,192.168.50.254,255.255.255.0,10m"),
+        "{conf}"
+    );
+    assert!(!conf.contains("dhcp-ignore"), "{conf}");
+    let boot = std::fs::read_to_string(root.join("http/www/boot.ipxe")).unwrap();
+    assert!(
+        boot.contains("kernel http://192.168.50.2:8080/discovery/vmlinuz")
+            && boot.contains("harmony.discovery=http://192.168.50.2:8080/discovery"),
+        "{boot}"
+    );
+}

@@ -286,6 +286,11 @@ impl<T: OkdTopology> Interpret<T> for OkdPrepareScore {
         }
 
         report_progress("HTTP boot files");
+        // The topology knows whether it serves a discovery image; the Score only says where
+        // unknown machines look for one and how to get it.
+        details.push(format!(
+            "unknown machines boot the discovery image from {base}discovery/ (vmlinuz, initrd.img) and report to {base}discovery: build it with `discovery-image/build.sh DIR` and serve it with --discovery-image DIR"
+        ));
         let mut files = vec![HttpFile {
             path: "boot.ipxe".into(),
             content: boot_script(&base, layout)

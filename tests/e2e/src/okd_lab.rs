@@ -100,6 +100,17 @@ pub struct OkdLab {
 impl OkdLab {
     /// Builds the lab; `extra` addresses are added to the bridge (backend hosts, say).
     pub fn new(tag: &str, extra: &[&str], inventory: Inventory) -> Result<Self, String> {
+        Self::with_discovery_image(tag, extra, inventory, None)
+    }
+
+    /// As [`OkdLab::new`], serving the discovery image in `image` (vmlinuz, initrd.img) to
+    /// machines without a reservation.
+    pub fn with_discovery_image(
+        tag: &str,
+        extra: &[&str],
+        inventory: Inventory,
+        image: Option<PathBuf>,
+    ) -> Result<Self, String> {
         let mut addresses = vec![format!("{SERVICES}/24"), format!("{LOAD_BALANCER}/24")];
         addresses.extend(extra.iter().map(|a| format!("{a}/24")));
         let refs: Vec<&str> = addresses.iter().map(String::as_str).collect();
@@ -111,6 +122,7 @@ impl OkdLab {
             http_port: HTTP_PORT,
             prefix: lab.services.prefix(),
             serve_http: false,
+            discovery_image: image,
             ..BareMetalServices::default()
         };
         let ctx = RunContext {

@@ -40,6 +40,53 @@ fn mem_total_in_proc() -> u64 {
     words[1].parse::<u64>().unwrap() * 1024
 }
 
+/// Installed memory as the agent must report it, read here on its own: the DMI memory
+/// devices (SMBIOS type 17 Size word, MiB, or KiB with bit 15; 0x7FFF defers to the Extended
+/// Size dword) when listed, else online memory blocks times the block size, else `MemTotal`.
+fn installed_memory() -> u64 {
+    let mut dmi = 0u64;
+    for e in std::fs::read_dir("/sys/firmware/dmi/entries")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("17-"))
+    {
+        let raw = std::fs::read(e.path().join("raw")).unwrap();
+        let size = u16::from_le_bytes([raw[12], raw[13]]);
+        dmi += match size {
+            0 | 0xFFFF => 0,
+            0x7FFF => {
+                u64::from(u32::from_le_bytes(raw[28..32].try_into().unwrap()) & 0x7FFF_FFFF) << 20
+            }
+            s if s & 0x8000 != 0 => u64::from(s & 0x7FFF) << 10,
+            s => u64::from(s) << 20,
+        };
+    }
+    if dmi > 0 {
+        return dmi;
+    }
+    let memory = Path::new("/sys/devices/system/memory");
+    if let Ok(size) = std::fs::read_to_string(memory.join("block_size_bytes")) {
+        let size = u64::from_str_radix(size.trim(), 16).unwrap();
+        let online = std::fs::read_dir(memory)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_prefix("memory")
+                    .is_some_and(|n| n.parse::<u64>().is_ok())
+                    && std::fs::read_to_string(e.path().join("online"))
+                        .map(|t| t.trim() == "1")
+                        .unwrap_or(true)
+            })
+            .count() as u64;
+        if online > 0 {
+            return online * size;
+        }
+    }
+    mem_total_in_proc()
+}
+
 /// Whole physical disks with media, sorted by name, with their size in KiB: the entries of
 /// `/proc/partitions` (sizes in 1 KiB blocks) that are not partitions and not virtual devices
 /// (loop, ram, zram, device-mapper, md live under /sys/devices/virtual).
@@ -100,7 +147,15 @@ async fn the_agent_reports_this_machine_into_the_inventory() {
     assert_eq!(h.macs, report.macs);
     // The recorded facts against this machine as the test reads it itself.
     assert_eq!(h.cpu_count, cpus_in_proc(), "CPUs: /proc/cpuinfo");
-    assert_eq!(h.memory_bytes, mem_total_in_proc(), "memory: /proc/meminfo");
+    assert_eq!(
+        h.memory_bytes,
+        installed_memory(),
+        "memory: DMI memory devices, else memory blocks, else /proc/meminfo"
+    );
+    assert!(
+        h.memory_bytes >= mem_total_in_proc(),
+        "installed memory is at least what the kernel manages"
+    );
     let disks: Vec<(String, u64)> = h
         .disks
         .iter()

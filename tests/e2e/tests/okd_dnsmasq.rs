@@ -1,6 +1,6 @@
 //! dnsmasq as Harmony configures it, serving real clients in network namespaces: a real DHCP
 //! client (busybox udhcpc) with a worker's MAC gets exactly its reservation, an unknown MAC
-//! gets nothing, a new reservation is picked up without a restart (leases kept), and a real
+//! gets a lease from the discovery range (and no reserved name), a new reservation is picked up without a restart (leases kept), and a real
 //! resolver query (dig) resolves the cluster names to the load balancer. Runs as root.
 
 use std::process::Stdio;
@@ -13,7 +13,8 @@ use harmony_e2e::netns::{Netns, available};
 use harmony_e2e::okd_lab::{LOAD_BALANCER, OkdLab, SERVICES, WORKER0, worker_inventory};
 use harmony_modules::okd::{OkdHostsScore, OkdPrepareScore};
 
-/// Runs udhcpc once in `ns` (bounded: 3 discovers, 1 s apart); returns what its script saw.
+/// Runs udhcpc once in `ns` (bounded: 5 discovers, 2 s apart, so dnsmasq's ping check of a
+/// dynamic address fits); returns what its script saw.
 fn udhcpc(ns: &Netns, dir: &std::path::Path) -> (bool, String) {
     let script = dir.join(format!("{}-udhcpc.sh", ns.name()));
     let out = dir.join(format!("{}-udhcpc.out", ns.name()));
@@ -32,7 +33,7 @@ fn udhcpc(ns: &Netns, dir: &std::path::Path) -> (bool, String) {
     let status = ns
         .command("busybox")
         .args([
-            "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "3", "-T", "1", "-A", "1",
+            "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "5", "-T", "2", "-A", "1",
         ])
         .arg("-s")
         .arg(&script)
@@ -54,7 +55,7 @@ fn require_root() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn dhcp_gives_a_worker_exactly_its_reservation_and_nothing_to_unknown_macs() {
+async fn dhcp_gives_a_worker_exactly_its_reservation_and_unknown_macs_a_discovery_lease() {
     require_root();
     let mut lab = OkdLab::new("dhcp", &[], worker_inventory().unwrap()).unwrap();
     let install = lab.installation().unwrap();
@@ -90,12 +91,33 @@ async fn dhcp_gives_a_worker_exactly_its_reservation_and_nothing_to_unknown_macs
 
     let stranger = lab.lab.client("unk", "52:54:00:77:00:99").unwrap();
     let (ok, seen) = tokio::task::block_in_place(|| udhcpc(stranger, &dir));
-    assert!(!ok, "an unknown MAC got a lease: {seen}");
-    assert!(!seen.contains("bound"), "{seen}");
+    assert!(ok, "an unknown MAC got no discovery lease: {seen}");
+    let bound = seen
+        .lines()
+        .find(|l| l.starts_with("bound"))
+        .unwrap_or_default();
+    let ip = bound
+        .strip_prefix("bound ip=")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_default();
+    let last: u8 = ip
+        .rsplit('.')
+        .next()
+        .unwrap_or_default()
+        .parse()
+        .unwrap_or(0);
+    assert!(
+        ip.starts_with("10.77.0.") && (205..=254).contains(&last),
+        "the unknown MAC's address is not from the discovery range 10.77.0.205-254: {seen}"
+    );
+    assert!(
+        bound.contains("hostname= "),
+        "an unknown MAC gets no reserved name: {seen}"
+    );
     let leases =
         std::fs::read_to_string(lab.services_dir().join("dnsmasq/dnsmasq.leases")).unwrap();
     assert!(
-        leases.contains(WORKER0.2) && !leases.contains("52:54:00:77:00:99"),
+        leases.contains(WORKER0.2) && leases.contains("52:54:00:77:00:99"),
         "{leases}"
     );
 

@@ -34,6 +34,8 @@ struct MainConf<'a> {
     network: std::net::Ipv4Addr,
     netmask: std::net::Ipv4Addr,
     gateway: IpAddress,
+    discovery: Option<(IpAddress, IpAddress)>,
+    discovery_lease: &'a str,
 }
 
 #[derive(Template)]
@@ -74,6 +76,8 @@ pub fn render_files(
         network: settings.network.network(),
         netmask: settings.network.netmask(),
         gateway: settings.gateway,
+        discovery: settings.discovery_range,
+        discovery_lease: super::DISCOVERY_LEASE,
     };
     files.insert(
         "dnsmasq.conf".to_string(),

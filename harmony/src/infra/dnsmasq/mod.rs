@@ -54,7 +54,14 @@ pub struct DnsmasqSettings {
     pub binary: PathBuf,
     /// Words run before the binary (e.g. `ip netns exec NAME`).
     pub prefix: Vec<String>,
+    /// First and last address of the discovery range: a MAC without a reservation gets a short
+    /// lease from it (and boots the discovery image). `None` ignores unknown MACs.
+    pub discovery_range: Option<(IpAddress, IpAddress)>,
 }
+
+/// How long a lease from the discovery range lasts: long enough to boot the discovery image and
+/// report, short enough that the range is free again soon after.
+pub const DISCOVERY_LEASE: &str = "10m";
 
 /// The dnsmasq backend of the DHCP, TFTP and DNS capabilities.
 #[derive(Debug)]
@@ -283,6 +290,17 @@ impl DhcpServer for Dnsmasq {
                         format!("DHCP reservation {} ({})", b.hostname, b.mac),
                         format!(
                             "address {} is outside the DHCP network {net}; reserve an address inside it",
+                            b.ip
+                        ),
+                    ));
+                }
+                if let Some((first, last)) = self.settings.discovery_range
+                    && (first.addr()..=last.addr()).contains(&b.ip.addr())
+                {
+                    return Err(invalid(
+                        format!("DHCP reservation {} ({})", b.hostname, b.mac),
+                        format!(
+                            "address {} is inside the discovery range {first}-{last}, whose addresses go to unknown machines; reserve an address outside it",
                             b.ip
                         ),
                     ));

@@ -15,6 +15,10 @@ pub(crate) fn settings(dir: &Path) -> DnsmasqSettings {
         upstream_dns: vec![],
         binary: "dnsmasq".into(),
         prefix: vec![],
+        discovery_range: Some((
+            IpAddress::parse("10.10.0.200").unwrap(),
+            IpAddress::parse("10.10.0.249").unwrap(),
+        )),
     }
 }
 
@@ -93,6 +97,46 @@ fn golden_files() {
         golden(&format!("dnsmasq/{name}"), text);
     }
     assert!(files["dhcp-hosts"].starts_with("52:54:00:00:00:21,10.10.0.21,worker0\n"));
+}
+
+#[test]
+fn unknown_macs_get_a_discovery_lease_or_nothing() {
+    let state = DnsmasqState::default();
+    let with = render_files(&settings(Path::new("/d")), &state).unwrap();
+    let conf = &with["dnsmasq.conf"];
+    assert!(
+        conf.contains("\ndhcp-range=set:discovery,10.10.0.200,10.10.0.249,255.255.255.0,10m\n"),
+        "{conf}"
+    );
+    assert!(conf.contains("\ndhcp-range=10.10.0.0,static,"), "{conf}");
+    assert!(!conf.contains("dhcp-ignore"), "{conf}");
+    let without = render_files(
+        &DnsmasqSettings {
+            discovery_range: None,
+            ..settings(Path::new("/d"))
+        },
+        &state,
+    )
+    .unwrap();
+    let conf = &without["dnsmasq.conf"];
+    assert!(conf.contains("\ndhcp-ignore=tag:!known\n"), "{conf}");
+    assert!(!conf.contains("set:discovery"), "{conf}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reservation_inside_the_discovery_range_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Dnsmasq::new(settings(dir.path()), ServiceMode::Render);
+    let err = d
+        .ensure_bindings(&[binding("52:54:00:00:00:21", "10.10.0.210", "worker0")])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("inside the discovery range 10.10.0.200-10.10.0.249"),
+        "{err}"
+    );
+    assert!(!dir.path().join("dhcp-hosts").exists());
 }
 
 #[tokio::test(flavor = "multi_thread")]

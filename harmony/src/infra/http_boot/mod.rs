@@ -14,7 +14,7 @@ use super::bare_metal::{FileSync, ServiceMode};
 use crate::domain::ObjectChange;
 use crate::domain::capability::{CapabilityError, HttpAccess, HttpFile, HttpServer};
 
-pub use server::{BootSink, DiscoverySink, HttpBootServer, parse_access_line};
+pub use server::{BootSink, DiscoverySink, HttpBootServer, IMAGE_PREFIX, parse_access_line};
 
 /// The HTTP boot backend: files under `<dir>/www`, requests logged to `<dir>/access.log`.
 #[derive(Debug)]
@@ -23,6 +23,7 @@ pub struct HttpBoot {
     base_url: Url,
     mode: ServiceMode,
     server: Mutex<Option<HttpBootServer>>,
+    discovery_image: Option<PathBuf>,
 }
 
 impl HttpBoot {
@@ -33,7 +34,20 @@ impl HttpBoot {
             base_url,
             mode,
             server: Mutex::new(None),
+            discovery_image: None,
         }
+    }
+
+    /// Also serves the discovery image's folder (`vmlinuz`, `initrd.img`, as built by
+    /// `discovery-image/build.sh`) as `/discovery/<file>`.
+    pub fn with_discovery_image(mut self, dir: Option<PathBuf>) -> Self {
+        self.discovery_image = dir;
+        self
+    }
+
+    /// The discovery image's folder, if one is served.
+    pub fn discovery_image(&self) -> Option<&PathBuf> {
+        self.discovery_image.as_ref()
     }
 
     /// The folder served.
@@ -66,12 +80,13 @@ impl HttpBoot {
     ) -> Result<std::net::SocketAddr, CapabilityError> {
         std::fs::create_dir_all(self.root())
             .map_err(|e| super::bare_metal::io_error(&self.root(), e))?;
-        let server = HttpBootServer::start_with_boots(
+        let server = HttpBootServer::start_with_image(
             listener,
             self.root(),
             Some(self.access_log_path()),
             discovery,
             boots,
+            self.discovery_image.clone(),
         )
         .map_err(|e| super::bare_metal::io_error(&self.access_log_path(), e))?;
         let addr = server.local_addr();

@@ -47,6 +47,8 @@ struct Shared {
     accesses: Arc<Mutex<Vec<HttpAccess>>>,
     discovery: Option<DiscoverySink>,
     boots: Option<BootSink>,
+    /// The discovery image's folder, served as `/discovery/<file>`.
+    discovery_image: Option<PathBuf>,
 }
 
 impl HttpBootServer {
@@ -68,6 +70,19 @@ impl HttpBootServer {
         access_log: Option<PathBuf>,
         discovery: Option<DiscoverySink>,
         boots: Option<BootSink>,
+    ) -> std::io::Result<Self> {
+        Self::start_with_image(listener, root, access_log, discovery, boots, None)
+    }
+
+    /// Like [`HttpBootServer::start_with_boots`], also serving the files of `discovery_image`
+    /// (the discovery kernel and initramfs) as `/discovery/<file>`.
+    pub fn start_with_image(
+        listener: std::net::TcpListener,
+        root: PathBuf,
+        access_log: Option<PathBuf>,
+        discovery: Option<DiscoverySink>,
+        boots: Option<BootSink>,
+        discovery_image: Option<PathBuf>,
     ) -> std::io::Result<Self> {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -93,6 +108,7 @@ impl HttpBootServer {
             accesses: accesses.clone(),
             discovery,
             boots,
+            discovery_image,
         });
         let (stop, mut stopped) = watch::channel(false);
         tokio::spawn(async move {
@@ -172,6 +188,9 @@ async fn handle(shared: &Shared, client: SocketAddr, req: Request<Incoming>) -> 
     let path = req.uri().path().to_string();
     let response = match (&method, path.as_str()) {
         (&Method::POST, "/discovery") => discovery(shared, req).await,
+        (&Method::GET | &Method::HEAD, image) if image.starts_with(IMAGE_PREFIX) => {
+            discovery_image(shared, image, method == Method::HEAD).await
+        }
         (&Method::GET | &Method::HEAD, _) => {
             file(&shared.root, &path, method == Method::HEAD).await
         }
@@ -276,6 +295,19 @@ async fn file(root: &Path, path: &str, head: bool) -> Response<Body> {
     r
 }
 
+/// Where the discovery image's files are served.
+pub const IMAGE_PREFIX: &str = "/discovery/";
+
+async fn discovery_image(shared: &Shared, path: &str, head: bool) -> Response<Body> {
+    match &shared.discovery_image {
+        Some(dir) => file(dir, &path[IMAGE_PREFIX.len() - 1..], head).await,
+        None => text(
+            StatusCode::NOT_FOUND,
+            "no discovery image is served: build one with discovery-image/build.sh DIR and pass --discovery-image DIR\n",
+        ),
+    }
+}
+
 async fn discovery(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     let Some(sink) = &shared.discovery else {
         return text(
@@ -301,6 +333,20 @@ async fn discovery(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             );
         }
     };
+    // The agent also sends the DMI serial and UUID, which the inventory does not keep: the log
+    // line carries them so an operator can match the report to the machine's label.
+    let extra: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let dmi = |key: &str| extra[key].as_str().unwrap_or("none").to_string();
+    log::info!(
+        "discovery: host {} reported {} MAC(s), {} vCPU, {} MiB memory, {} disk(s), serial {}, UUID {}",
+        host.id,
+        host.macs.len(),
+        host.cpu_count,
+        host.memory_bytes >> 20,
+        host.disks.len(),
+        dmi("serial"),
+        dmi("uuid")
+    );
     match sink(host) {
         Ok(()) => text(StatusCode::CREATED, "recorded\n"),
         Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),

@@ -121,3 +121,47 @@ async fn bad_paths_are_rejected_before_writing() {
     }
     assert!(!dir.path().join("www").exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serves_the_discovery_image_from_its_own_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("image");
+    std::fs::create_dir_all(&image).unwrap();
+    std::fs::write(image.join("vmlinuz"), b"kernel bytes").unwrap();
+    let boot = HttpBoot::new(
+        dir.path().join("http"),
+        Url::parse("http://127.0.0.1:8080/").unwrap(),
+        ServiceMode::Apply,
+    )
+    .with_discovery_image(Some(image.clone()));
+    assert_eq!(boot.discovery_image(), Some(&image));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = boot.serve_on(listener, None).unwrap();
+    let (kernel, missing, escape) = tokio::task::spawn_blocking(move || {
+        (
+            get(addr, "/discovery/vmlinuz"),
+            get(addr, "/discovery/initrd.img"),
+            get(addr, "/discovery/../http/access.log"),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(kernel.starts_with("HTTP/1.1 200"), "{kernel}");
+    assert!(kernel.ends_with("kernel bytes"), "{kernel}");
+    assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+    assert!(escape.starts_with("HTTP/1.1 404"), "{escape}");
+
+    // Without an image, the answer says how to get one.
+    let bare = HttpBoot::new(
+        dir.path().join("http2"),
+        Url::parse("http://127.0.0.1:8080/").unwrap(),
+        ServiceMode::Apply,
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = bare.serve_on(listener, None).unwrap();
+    let answer = tokio::task::spawn_blocking(move || get(addr, "/discovery/vmlinuz"))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    assert!(answer.contains("discovery-image/build.sh"), "{answer}");
+}

@@ -5,6 +5,7 @@
 //! `--apply` writes them into the folder Harmony owns, checks them with the services' own
 //! checkers and reloads the services.
 
+mod discovery;
 mod duplicates;
 mod nodes;
 mod roles;
@@ -35,6 +36,9 @@ use crate::domain::{
     ValidationError,
 };
 
+pub use discovery::{
+    DEFAULT_DISCOVERY_ADDRESSES, DISCOVERY_IMAGE_FILES, check_discovery_image, discovery_range,
+};
 pub use nodes::{APPROVAL_REASON, KubeClusterNodes, RequestedSubject, requested_subject};
 pub use roles::parse_roles_file;
 
@@ -62,6 +66,14 @@ pub struct BareMetalServices {
     pub prefix: Vec<String>,
     /// Start the embedded HTTP boot server on the services address when the topology is prepared.
     pub serve_http: bool,
+    /// First and last address dnsmasq leases to machines it has no reservation for, so they
+    /// boot the discovery image; `None` takes the last 50 host addresses of the network. It
+    /// must hold no address of the layout.
+    pub discovery_range: Option<(IpAddress, IpAddress)>,
+    /// The folder holding the discovery image (`vmlinuz`, `initrd.img`, built by
+    /// `discovery-image/build.sh`), served as `/discovery/<file>`; `None` serves none and
+    /// unknown machines print how to build it.
+    pub discovery_image: Option<PathBuf>,
 }
 
 impl Default for BareMetalServices {
@@ -76,6 +88,8 @@ impl Default for BareMetalServices {
             haproxy: PathBuf::from("haproxy"),
             prefix: Vec::new(),
             serve_http: true,
+            discovery_range: None,
+            discovery_image: None,
         }
     }
 }
@@ -149,6 +163,10 @@ impl HAClusterTopology {
         ctx: &RunContext,
     ) -> Result<Self, HaClusterError> {
         layout.validate()?;
+        let discovery = discovery_range(&layout, services.discovery_range)?;
+        if let Some(dir) = &services.discovery_image {
+            check_discovery_image(dir)?;
+        }
         let (mode, service_mode) = if ctx.plan {
             (ExecutionMode::Plan, ServiceMode::Plan)
         } else if ctx.apply {
@@ -198,6 +216,7 @@ impl HAClusterTopology {
                 upstream_dns: services.upstream_dns.clone(),
                 binary: services.dnsmasq.clone(),
                 prefix: services.prefix.clone(),
+                discovery_range: Some(discovery),
             },
             service_mode,
         );
@@ -210,7 +229,8 @@ impl HAClusterTopology {
             },
             service_mode,
         );
-        let http = HttpBoot::new(root.join("http"), http_url, service_mode);
+        let http = HttpBoot::new(root.join("http"), http_url, service_mode)
+            .with_discovery_image(services.discovery_image.clone());
         Ok(Self {
             layout,
             mode,
@@ -414,9 +434,13 @@ impl Topology for HAClusterTopology {
                 ))
             })?;
         }
+        let image = match self.http.discovery_image() {
+            Some(dir) => format!("; discovery image from {}", dir.display()),
+            None => "; no discovery image: unknown machines cannot report themselves until one is built with discovery-image/build.sh DIR and served with --discovery-image DIR".to_string(),
+        };
         if self.mode != ExecutionMode::Apply {
             return Ok(PreparationOutcome::Success(format!(
-                "rendering into {}",
+                "rendering into {}{image}",
                 self.root.display()
             )));
         }
@@ -442,7 +466,7 @@ impl Topology for HAClusterTopology {
             started = format!("; HTTP boot server on {addr}");
         }
         Ok(PreparationOutcome::Success(format!(
-            "services folder {}{started}",
+            "services folder {}{started}{image}",
             self.root.display()
         )))
     }

@@ -1,0 +1,467 @@
+//! A machine nobody declared, booted for real: QEMU under software emulation (no KVM) with
+//! Debian's iPXE ROM and a MAC that has no reservation gets a lease from the discovery range of
+//! Harmony's dnsmasq, boots the discovery image (`discovery-image/build.sh`: a Debian kernel and
+//! an initramfs running `harmony-discovery-agent`) over HTTP, and reports itself. The test then
+//! finds it in the SQLite inventory with exactly the MAC, vCPUs, memory, disk, DMI serial and
+//! UUID QEMU was given. Given the worker role and bound by the workers phase, the same machine
+//! boots again: it fetches its per-MAC script from its reserved address, and the kernel that
+//! script boots fetches the worker ignition URL from its command line (a stand-in for the OKD
+//! installer, which is not run). Every boot's console is kept in
+//! `$CARGO_TARGET_TMPDIR/okd_discovery_qemu/`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harmony::domain::ScoreStatus;
+use harmony::domain::capability::{HaCluster, HostInventory, HttpAccess, HttpServer};
+use harmony::domain::inventory::{Disk, HostRole, RoleAssignment};
+use harmony::types::MacAddress;
+use harmony_e2e::netns::available;
+use harmony_e2e::okd_lab::{HTTP_PORT, OkdLab, SERVICES, WORKER1, machine};
+use harmony_modules::okd::{OkdHostsScore, OkdPrepareScore};
+
+/// The machine: a MAC no inventory, roles file or reservation names.
+const MAC: &str = "52:54:00:77:00:99";
+const MEMORY_MIB: u64 = 512;
+const CPUS: u32 = 2;
+const DISK_BYTES: u64 = 3 << 30;
+const SERIAL: &str = "HARMONY-E2E-0099";
+const UUID: &str = "6a1f0c2e-77a0-4d4b-9a51-000000000099";
+/// Software emulation on a loaded machine is slow: generous, and never asserted on.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+
+/// Kills QEMU when dropped, however the test ends.
+struct Qemu(std::process::Child);
+
+impl Drop for Qemu {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Where the consoles are kept after the test.
+fn log_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("okd_discovery_qemu");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn console_text(path: &Path) -> String {
+    String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()).into_owned()
+}
+
+/// The target folder's profile directory this test was built into (`.../debug`).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // .../<profile>/deps/okd_discovery_qemu-HASH
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+/// Builds `harmony-discovery-agent` into this test's target folder and profile (the same
+/// `CARGO_TARGET_DIR`, so CI builds it once), then the discovery image from it with
+/// `discovery-image/build.sh` (downloads cached under ~/.cache/harmony/discovery-image; an
+/// image already built from the same inputs is kept).
+fn build_image() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let profile = profile_dir();
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .current_dir(&workspace)
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "harmony_discovery_agent",
+            "--bin",
+            "harmony-discovery-agent",
+        ])
+        .env("CARGO_TARGET_DIR", profile.parent().unwrap().as_os_str());
+    if profile.file_name().is_some_and(|n| n == "release") {
+        cargo.arg("--release");
+    }
+    let status = cargo.status().unwrap();
+    assert!(status.success(), "building harmony-discovery-agent failed");
+    let agent = profile.join("harmony-discovery-agent");
+    assert!(agent.is_file(), "{} was not built", agent.display());
+    let out = profile.join("discovery-image");
+    let built = Command::new("bash")
+        .arg(workspace.join("discovery-image/build.sh"))
+        .arg(&out)
+        .arg(&agent)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&built.stdout);
+    assert!(
+        built.status.success(),
+        "discovery-image/build.sh failed: {stdout}"
+    );
+    let dir = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+    assert_eq!(dir, out, "build.sh prints its output folder last");
+    dir
+}
+
+/// A stand-in for the OKD live installer: the discovery initramfs with its `/init` replaced
+/// (a second cpio archive appended, which the kernel unpacks over the first) by a script that
+/// brings the NIC up and fetches the `coreos.inst.ignition_url` on its command line.
+fn stand_in_installer(image: &Path, work: &Path) -> Vec<u8> {
+    let root = work.join("installer-root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("init"),
+        r#"#!/bin/sh
+export PATH=/bin:/usr/bin
+mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
+# The per-MAC script names no serial console, so the kernel writes to the screen only: these
+# lines (and the kernel's banner, from dmesg) go to the serial port the test reads.
+say() { echo "stand-in installer: $*" >/dev/ttyS0; }
+dmesg | grep "Linux version" >/dev/ttyS0
+say "kernel command line: $(cat /proc/cmdline)"
+for m in $(cat /etc/modules-order); do insmod /lib/modules/$m 2>/dev/null; done
+for n in /sys/class/net/*; do n=${n##*/}; [ "$n" = lo ] && continue
+  ip link set "$n" up; udhcpc -i "$n" -n -q -t 6 -T 3 -s /usr/share/udhcpc/default.script >/dev/null 2>&1 && break; done
+for w in $(cat /proc/cmdline); do case "$w" in coreos.inst.ignition_url=*) url=${w#*=};; esac; done
+if busybox wget -q -O /tmp/ignition "$url"; then say "fetched $url"; else say "could not fetch $url"; fi
+while :; do sleep 3600; done
+"#,
+    )
+    .unwrap();
+    let script = "cd \"$1\" && chmod 755 init && \
+        if command -v cpio >/dev/null; then echo init | cpio --quiet -o -H newc; \
+        else echo init | busybox cpio -o -H newc; fi | gzip -9n";
+    let overlay = Command::new("bash")
+        .args(["-c", script, "pack"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(overlay.status.success(), "packing the stand-in init failed");
+    let mut initrd = std::fs::read(image.join("initrd.img")).unwrap();
+    initrd.extend_from_slice(&overlay.stdout);
+    initrd
+}
+
+/// Starts QEMU in the lab's services namespace, its console (the serial port) in `console`.
+fn boot(lab: &mut OkdLab, tap: &str, disk: &Path, console: &Path) -> Qemu {
+    let out = std::fs::File::create(console).unwrap();
+    let err = out.try_clone().unwrap();
+    let child = lab
+        .lab
+        .services
+        .spawn(
+            &[
+                "qemu-system-x86_64",
+                "-accel",
+                "tcg",
+                "-m",
+                &MEMORY_MIB.to_string(),
+                "-smp",
+                &CPUS.to_string(),
+                "-nographic",
+                "-no-reboot",
+                "-nodefaults",
+                "-serial",
+                "stdio",
+                "-boot",
+                "n",
+                "-smbios",
+                &format!("type=1,serial={SERIAL},uuid={UUID}"),
+                "-drive",
+                &format!("file={},format=raw,if=virtio", disk.display()),
+                "-netdev",
+                &format!("tap,id=n0,ifname={tap},script=no,downscript=no"),
+                "-device",
+                &format!("virtio-net-pci,netdev=n0,mac={MAC}"),
+            ],
+            Stdio::from(out),
+            Stdio::from(err),
+        )
+        .unwrap();
+    Qemu(child)
+}
+
+/// Polls `check` every second until it gives a value, failing with the console if QEMU exits
+/// or `BOOT_TIMEOUT` passes.
+async fn until<T, F, Fut>(what: &str, qemu: &mut Qemu, console: &Path, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if let Ok(Some(status)) = qemu.0.try_wait() {
+            panic!(
+                "QEMU exited ({status}) before {what}; console ({}):\n{}",
+                console.display(),
+                console_text(console)
+            );
+        }
+        if start.elapsed() > BOOT_TIMEOUT {
+            panic!(
+                "{what} did not happen within {} min; console ({}):\n{}",
+                BOOT_TIMEOUT.as_secs() / 60,
+                console.display(),
+                console_text(console)
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn hit<'a>(log: &'a [HttpAccess], method: &str, path: &str) -> Option<&'a HttpAccess> {
+    log.iter().find(|a| a.method == method && a.path == path)
+}
+
+fn print_kernel_banner(console: &Path) {
+    const MARKERS: [&str; 3] = ["Linux version", "harmony-discovery:", "stand-in installer:"];
+    for line in console_text(console).lines() {
+        let Some(at) = MARKERS.iter().filter_map(|m| line.find(m)).min() else {
+            continue;
+        };
+        // From the kernel's timestamp when there is one, past the firmware's escape codes.
+        let start = line[..at].rfind("[ ").unwrap_or(at);
+        println!("console: {}", &line[start..]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
+    if let Err(e) = available() {
+        panic!("{e}");
+    }
+    let image = build_image();
+    // worker1's machine is declared; the second worker is whatever discovery finds.
+    let declared = machine("machine-b", WORKER1.2).unwrap();
+    let inventory = harmony::domain::Inventory {
+        location: None,
+        hosts: vec![declared.clone()],
+        assignments: vec![RoleAssignment {
+            host: declared.id.clone(),
+            role: HostRole::Worker,
+        }],
+    };
+    let mut lab =
+        OkdLab::with_discovery_image("disc", &[], inventory, Some(image.clone())).unwrap();
+    let addr: SocketAddr = format!("{SERVICES}:{HTTP_PORT}").parse().unwrap();
+    let listener = lab.lab.services.bind_tcp(addr).unwrap();
+    lab.topology().serve_http_on(listener).unwrap();
+    let install = lab.installation().unwrap();
+    let reports = lab
+        .run(vec![Box::new(OkdPrepareScore::new(install.clone()))])
+        .await
+        .unwrap();
+    assert_eq!(reports[0].status, ScoreStatus::Success, "{:#?}", reports[0]);
+    let conf = std::fs::read_to_string(lab.services_dir().join("dnsmasq/dnsmasq.conf")).unwrap();
+    assert!(
+        conf.contains("dhcp-range=set:discovery,10.77.0.205,10.77.0.254,"),
+        "{conf}"
+    );
+
+    let disk = lab.dir.path().join("disk.raw");
+    std::fs::File::create(&disk)
+        .unwrap()
+        .set_len(DISK_BYTES)
+        .unwrap();
+    let tap = lab.lab.tap().unwrap();
+    let logs = log_dir();
+
+    // First boot: unknown MAC -> discovery range -> boot.ipxe -> discovery image -> report.
+    let console = logs.join("console-discovery.log");
+    let mut qemu = boot(&mut lab, &tap, &disk, &console);
+    let mac = MacAddress::parse(MAC).unwrap();
+    let topology = lab.topology();
+    let host = until(
+        "the machine reported itself",
+        &mut qemu,
+        &console,
+        || async {
+            topology
+                .known_hosts()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|h| h.macs.contains(&mac))
+        },
+    )
+    .await;
+    // The agent's console lines follow its report; give them a moment, never a condition.
+    until(
+        "the agent's last console line",
+        &mut qemu,
+        &console,
+        || async {
+            console_text(&console)
+                .contains("harmony-discovery: reported to")
+                .then_some(())
+        },
+    )
+    .await;
+    drop(qemu);
+    let log = topology.access_log().await.unwrap();
+    let fail = |what: &str| -> String {
+        format!(
+            "{what}; HTTP log: {log:?}\nconsole ({}):\n{}",
+            console.display(),
+            console_text(&console)
+        )
+    };
+    assert_eq!(host.id.as_str(), UUID, "{}", fail("the id is the DMI UUID"));
+    assert_eq!(host.macs, vec![mac], "{}", fail("MACs"));
+    assert_eq!(host.cpu_count, CPUS, "{}", fail("vCPUs"));
+    assert_eq!(
+        host.memory_bytes,
+        MEMORY_MIB << 20,
+        "{}",
+        fail("memory as QEMU's -m")
+    );
+    assert_eq!(
+        host.disks,
+        vec![Disk {
+            name: "vda".into(),
+            size_bytes: DISK_BYTES,
+            rotational: host.disks.first().is_some_and(|d| d.rotational),
+        }],
+        "{}",
+        fail("disks")
+    );
+    let text = console_text(&console);
+    assert!(
+        text.contains(&format!("serial {SERIAL}, UUID {UUID}")),
+        "{}",
+        fail("the agent reports the DMI serial and UUID")
+    );
+    for (method, path, status) in [
+        ("GET", "/boot.ipxe", 200),
+        ("GET", "/discovery/vmlinuz", 200),
+        ("GET", "/discovery/initrd.img", 200),
+        ("POST", "/discovery", 201),
+    ] {
+        let a = hit(&log, method, path).unwrap_or_else(|| panic!("{}", fail(path)));
+        assert_eq!(a.status, status, "{}", fail(path));
+        let last: u8 = a.client.rsplit('.').next().unwrap().parse().unwrap();
+        assert!(
+            a.client.starts_with("10.77.0.") && (205..=254).contains(&last),
+            "{}",
+            fail(&format!(
+                "{path} from {}, outside the discovery range",
+                a.client
+            ))
+        );
+    }
+    print_kernel_banner(&console);
+
+    // The operator gives it the worker role; the workers phase binds and reserves it.
+    topology
+        .assign_role(&RoleAssignment {
+            host: host.id.clone(),
+            role: HostRole::Worker,
+        })
+        .await
+        .unwrap();
+    let reports = lab
+        .run(vec![Box::new(OkdHostsScore::new(
+            HostRole::Worker,
+            install.clone(),
+        ))])
+        .await
+        .unwrap();
+    assert_eq!(reports[0].status, ScoreStatus::Success, "{:#?}", reports[0]);
+    let topology = lab.topology();
+    let binding = topology
+        .host_bindings()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|b| b.host == host.id)
+        .expect("the discovered machine is bound");
+    assert_eq!(binding.role, HostRole::Worker);
+    assert_eq!(binding.mac, mac);
+    let worker_ip = lab
+        .topology()
+        .layout()
+        .workers
+        .iter()
+        .find(|w| w.name == binding.logical)
+        .map(|w| w.ip.to_string())
+        .expect("bound to a worker logical host");
+
+    // What the per-MAC script boots: the discovery kernel and the stand-in installer.
+    let www = lab.topology().http().root();
+    std::fs::create_dir_all(www.join("images")).unwrap();
+    std::fs::copy(image.join("vmlinuz"), www.join(&install.kernel)).unwrap();
+    std::fs::write(
+        www.join(&install.initramfs),
+        stand_in_installer(&image, lab.dir.path()),
+    )
+    .unwrap();
+
+    // Second boot, same MAC: reserved address -> per-MAC script -> kernel -> ignition URL.
+    let console = logs.join("console-worker.log");
+    let before = topology.access_log().await.unwrap().len();
+    let mut qemu = boot(&mut lab, &tap, &disk, &console);
+    let topology = lab.topology();
+    let ignition = "/ignition/worker.ign";
+    until(
+        "the worker fetched its ignition URL",
+        &mut qemu,
+        &console,
+        || async {
+            let log = topology.access_log().await.unwrap();
+            hit(&log[before..], "GET", ignition).map(|_| ())
+        },
+    )
+    .await;
+    until(
+        "the stand-in installer's console line",
+        &mut qemu,
+        &console,
+        || async {
+            console_text(&console)
+                .contains("stand-in installer: fetched")
+                .then_some(())
+        },
+    )
+    .await;
+    drop(qemu);
+    let text = console_text(&console);
+    assert!(
+        text.contains("coreos.inst.ignition_url=http://10.77.0.2:8080/ignition/worker.ign"),
+        "the kernel booted with the per-MAC script's command line:\n{text}"
+    );
+    let log = topology.access_log().await.unwrap();
+    let log = &log[before..];
+    let script = format!("/ipxe/{}.ipxe", mac.to_hyphenated());
+    for (path, status) in [
+        ("/boot.ipxe", 200),
+        (script.as_str(), 200),
+        (install.kernel.as_str(), 200),
+        (ignition, 200),
+    ] {
+        let path = if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("/{path}")
+        };
+        let a = hit(log, "GET", &path).unwrap_or_else(|| {
+            panic!(
+                "{path} was not fetched on the second boot; HTTP log: {log:?}\nconsole:\n{}",
+                console_text(&console)
+            )
+        });
+        assert_eq!(a.status, status, "{path}: {log:?}");
+        assert_eq!(
+            a.client, worker_ip,
+            "{path} fetched from the worker's reserved address: {log:?}"
+        );
+    }
+    assert!(
+        hit(log, "GET", "/discovery/vmlinuz").is_none(),
+        "a bound worker does not boot discovery again: {log:?}"
+    );
+    print_kernel_banner(&console);
+}
