@@ -14,8 +14,16 @@ use harmony_e2e::okd_lab::{LOAD_BALANCER, SERVICES, machine};
 struct Tmux(String);
 
 impl Tmux {
+    /// tmux on this session's own server socket: tests running at once would otherwise race
+    /// to start (and stop) the one default server.
+    fn command(name: &str) -> Command {
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-L", name]);
+        cmd
+    }
+
     fn start(name: String, command: &str) -> Self {
-        let ok = Command::new("tmux")
+        let ok = Self::command(&name)
             .args([
                 "new-session",
                 "-d",
@@ -35,7 +43,7 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        let out = Command::new("tmux")
+        let out = Self::command(&self.0)
             .args(["capture-pane", "-p", "-J", "-S", "-200", "-t", &self.0])
             .output()
             .expect("tmux capture-pane");
@@ -44,7 +52,7 @@ impl Tmux {
 
     fn keys(&self, keys: &[&str]) {
         for k in keys {
-            let ok = Command::new("tmux")
+            let ok = Self::command(&self.0)
                 .args(["send-keys", "-t", &self.0, k])
                 .status()
                 .expect("tmux send-keys");
@@ -64,9 +72,7 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.0])
-            .status();
+        let _ = Self::command(&self.0).arg("kill-server").status();
     }
 }
 
