@@ -49,7 +49,7 @@ pub(super) async fn reboot_step<T: OkdTopology>(
             "no host to reboot".into()
         } else {
             format!(
-                "every {role} host has booted since its reboot was asked for (it fetched its iPXE script or reported to discovery)"
+                "every {role} host has booted since its reboot was asked for (it fetched its iPXE script, reported to discovery or registered as a Node)"
             )
         }));
     }
@@ -73,7 +73,7 @@ pub(super) async fn reboot_step<T: OkdTopology>(
         )
     } else {
         format!(
-            "These {role} host(s) were asked to reboot and have still not booted (no fetch of their script from {script_dir}, no discovery report since): {list}. Reboot them now so they PXE boot into the installer; confirm once they are rebooting:"
+            "These {role} host(s) were asked to reboot and have still not booted (no fetch of their script from {script_dir}, no discovery report and no Node since): {list}. Reboot them now so they PXE boot into the installer; confirm once they are rebooting:"
         )
     };
     let confirmed = tokio::task::block_in_place(|| op.confirm(&question)).map_err(|e| {

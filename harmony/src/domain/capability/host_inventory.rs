@@ -29,7 +29,8 @@ pub struct HostBinding {
 pub enum BootEvent {
     /// The operator was asked to reboot the host (or told to, with `--yes`).
     RebootRequested,
-    /// The host was seen booting: it fetched its per-MAC iPXE script or reported to discovery.
+    /// The host was seen booting: it fetched its per-MAC iPXE script, reported to discovery or
+    /// registered as a Node.
     Booted,
     /// The host was taken out of service (the bootstrap host, once the control plane is
     /// Ready), so later runs leave it out; a new reboot request puts it back in service.

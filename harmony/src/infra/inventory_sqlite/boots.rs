@@ -1,6 +1,6 @@
 //! Boot evidence: when the operator was asked to reboot a host, and when the host was last seen
-//! booting (it fetched its per-MAC iPXE script, or reported to discovery). A re-run compares
-//! the two instead of trusting that nothing changed.
+//! booting (it fetched its per-MAC iPXE script, reported to discovery, or registered as a
+//! Node). A re-run compares the two instead of trusting that nothing changed.
 
 use rusqlite::{OptionalExtension, params};
 use std::time::{SystemTime, UNIX_EPOCH};
