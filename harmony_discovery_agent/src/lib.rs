@@ -258,6 +258,7 @@ impl Facts {
         Ok(PhysicalHost {
             id,
             hostname: self.hostname(),
+            serial: self.product_serial(),
             macs,
             cpu_count: self.cpu_count()?,
             memory_bytes: self.memory_bytes()?,
@@ -286,7 +287,6 @@ impl Facts {
     pub fn discovery_report(&self) -> Result<DiscoveryReport, AgentError> {
         Ok(DiscoveryReport {
             host: self.report()?,
-            serial: self.product_serial(),
             uuid: self.product_uuid().map(|id| id.to_string()),
         })
     }
@@ -347,11 +347,9 @@ pub fn memory_device_size(raw: &[u8]) -> Option<u64> {
 /// and UUID it was read with (the UUID is also the host's id when the firmware has one).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DiscoveryReport {
-    /// The host.
+    /// The host, with its DMI serial number.
     #[serde(flatten)]
     pub host: PhysicalHost,
-    /// The DMI system serial number, if the firmware gives a real one.
-    pub serial: Option<String>,
     /// The DMI system UUID, if the firmware gives a real one.
     pub uuid: Option<String>,
 }
@@ -373,7 +371,7 @@ impl DiscoveryReport {
             h.memory_bytes >> 20,
             disks.join(", "),
             macs.join(", "),
-            self.serial.as_deref().unwrap_or("none"),
+            self.host.serial.as_deref().unwrap_or("none"),
             self.uuid.as_deref().unwrap_or("none"),
         )
     }
@@ -575,7 +573,7 @@ mod tests {
             report.host.id.as_str(),
             "4c4c4544-0042-3510-8052-b4c04f4e3232"
         );
-        assert_eq!(report.serial.as_deref(), Some("CZJ1234567"));
+        assert_eq!(report.host.serial.as_deref(), Some("CZJ1234567"));
         assert_eq!(
             report.uuid.as_deref(),
             Some("4c4c4544-0042-3510-8052-b4c04f4e3232")
@@ -662,6 +660,7 @@ mod tests {
         PhysicalHost {
             id: Id::parse("52-54-00-aa-00-01").unwrap(),
             hostname: None,
+            serial: None,
             macs: vec![MacAddress::parse("52:54:00:aa:00:01").unwrap()],
             cpu_count: 2,
             memory_bytes: 1 << 30,

@@ -12,6 +12,10 @@ pub struct PhysicalHost {
     pub id: Id,
     /// The host name it reported, if any.
     pub hostname: Option<HostName>,
+    /// The DMI system serial number, when the firmware gives a real one (the label on the
+    /// chassis, to match a report to a machine in the rack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
     /// MAC addresses of its network interfaces.
     pub macs: Vec<MacAddress>,
     /// Logical CPU count.

@@ -54,6 +54,7 @@ pub fn inventory() -> Result<Inventory, InvalidValue> {
         Ok(PhysicalHost {
             id: Id::parse(id)?,
             hostname: None,
+            serial: None,
             macs: vec![MacAddress::parse(mac)?],
             cpu_count: 16,
             memory_bytes: 64 << 30,

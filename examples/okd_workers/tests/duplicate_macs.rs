@@ -16,6 +16,7 @@ fn machine(id: &str, mac: &str) -> PhysicalHost {
     PhysicalHost {
         id: Id::parse(id).unwrap(),
         hostname: None,
+        serial: None,
         macs: vec![MacAddress::parse(mac).unwrap()],
         cpu_count: 8,
         memory_bytes: 32 << 30,

@@ -77,6 +77,7 @@ mod tests {
         PhysicalHost {
             id: Id::parse(id).unwrap(),
             hostname: None,
+            serial: None,
             macs: vec![MacAddress::parse(mac).unwrap()],
             cpu_count: 8,
             memory_bytes: 32 << 30,

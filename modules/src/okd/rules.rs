@@ -23,7 +23,7 @@ pub(super) fn describe(h: &PhysicalHost) -> String {
         })
         .collect();
     format!(
-        "{}: MAC {}; {} CPU; {} memory; {}",
+        "{}: MAC {}; {} CPU; {} memory; {}{}",
         h.id,
         if macs.is_empty() {
             "none reported".to_string()
@@ -36,7 +36,11 @@ pub(super) fn describe(h: &PhysicalHost) -> String {
             "no disk reported".to_string()
         } else {
             format!("disks {}", disks.join(", "))
-        }
+        },
+        h.serial
+            .as_deref()
+            .map(|s| format!("; serial {s}"))
+            .unwrap_or_default()
     )
 }
 
@@ -142,6 +146,7 @@ mod tests {
         PhysicalHost {
             id: Id::parse(id).unwrap(),
             hostname: None,
+            serial: None,
             macs: vec![MacAddress::parse(mac).unwrap()],
             cpu_count: 4,
             memory_bytes: memory_gib << 30,
@@ -209,6 +214,15 @@ mod tests {
         assert_eq!(
             d,
             "m: MAC 52:54:00:00:00:01; 4 CPU; 16.0 GiB memory; disks vda 111.8 GiB SSD"
+        );
+        let serial = PhysicalHost {
+            serial: Some("CZJ1234567".into()),
+            ..host("m", "52:54:00:00:00:01", 16, 120)
+        };
+        assert!(
+            describe(&serial).ends_with("SSD; serial CZJ1234567"),
+            "{}",
+            describe(&serial)
         );
     }
 }

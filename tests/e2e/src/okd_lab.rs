@@ -60,6 +60,7 @@ pub fn machine(id: &str, mac: &str) -> Result<PhysicalHost, String> {
     Ok(PhysicalHost {
         id: parse(Id::parse(id))?,
         hostname: None,
+        serial: None,
         macs: vec![parse(MacAddress::parse(mac))?],
         cpu_count: 4,
         memory_bytes: 16 << 30,

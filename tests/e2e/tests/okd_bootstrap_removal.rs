@@ -215,6 +215,7 @@ async fn once_the_control_plane_is_ready_the_live_frontends_no_longer_reach_the_
     t.record_host(&PhysicalHost {
         id: bootstrap_host.clone(),
         hostname: None,
+        serial: None,
         macs: vec![bootstrap_mac],
         cpu_count: 4,
         memory_bytes: 16 << 30,

@@ -314,6 +314,12 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
     assert_eq!(host.macs, vec![mac], "{}", fail("MACs"));
     assert_eq!(host.cpu_count, CPUS, "{}", fail("vCPUs"));
     assert_eq!(
+        host.serial.as_deref(),
+        Some(SERIAL),
+        "{}",
+        fail("the DMI serial in the inventory")
+    );
+    assert_eq!(
         host.memory_bytes,
         MEMORY_MIB << 20,
         "{}",

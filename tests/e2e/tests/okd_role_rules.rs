@@ -18,6 +18,7 @@ fn machine(id: &str, mac: &str, memory_gib: u64, disk_gb: u64) -> PhysicalHost {
     PhysicalHost {
         id: Id::parse(id).unwrap(),
         hostname: None,
+        serial: None,
         macs: vec![MacAddress::parse(mac).unwrap()],
         cpu_count: 4,
         memory_bytes: memory_gib << 30,

@@ -152,6 +152,7 @@ mod tests {
         PhysicalHost {
             id: Id::parse("h").unwrap(),
             hostname: None,
+            serial: None,
             macs: vec![MacAddress::parse("52:54:00:00:00:01").unwrap()],
             cpu_count: 4,
             memory_bytes: memory_gib << 30,

@@ -333,8 +333,8 @@ async fn discovery(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             );
         }
     };
-    // The agent also sends the DMI serial and UUID, which the inventory does not keep: the log
-    // line carries them so an operator can match the report to the machine's label.
+    // The agent also sends the DMI UUID (the host's id when the firmware has one): the log line
+    // carries it and the serial so an operator can match the report to the machine's label.
     let extra: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     let dmi = |key: &str| extra[key].as_str().unwrap_or("none").to_string();
     log::info!(

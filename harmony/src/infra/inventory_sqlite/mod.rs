@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS hosts (
     macs TEXT NOT NULL,
     cpu_count INTEGER NOT NULL,
     memory_bytes INTEGER NOT NULL,
-    disks TEXT NOT NULL
+    disks TEXT NOT NULL,
+    serial TEXT
 );
 CREATE TABLE IF NOT EXISTS roles (
     host TEXT PRIMARY KEY REFERENCES hosts(id),
@@ -71,9 +72,23 @@ fn parse_role(s: &str) -> Option<HostRole> {
     }
 }
 
+/// Whether the `hosts` table has the `serial` column (inventories written before it do not).
+fn has_serial(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM pragma_table_info('hosts') WHERE name = 'serial'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
 fn prepare(conn: &Connection, location: &str) -> Result<(), CapabilityError> {
     conn.execute_batch(SCHEMA)
         .map_err(|e| db_error(location, e))?;
+    if !has_serial(conn).map_err(|e| db_error(location, e))? {
+        conn.execute_batch("ALTER TABLE hosts ADD COLUMN serial TEXT")
+            .map_err(|e| db_error(location, e))?;
+    }
     conn.execute_batch(boots::SCHEMA)
         .map_err(|e| db_error(location, e))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
@@ -183,15 +198,23 @@ impl SqliteInventory {
         let hostname = host.hostname.as_ref().map(|h| h.to_string());
         let memory = i64::try_from(host.memory_bytes).unwrap_or(i64::MAX);
         self.with(|c| {
-            let old: Option<(Option<String>, String, i64, i64, String)> = c
+            type Row = (Option<String>, String, i64, i64, String, Option<String>);
+            let old: Option<Row> = c
                 .query_row(
-                    "SELECT hostname, macs, cpu_count, memory_bytes, disks FROM hosts WHERE id = ?1",
+                    "SELECT hostname, macs, cpu_count, memory_bytes, disks, serial FROM hosts WHERE id = ?1",
                     params![host.id.as_str()],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
                 )
                 .optional()
                 .map_err(|e| self.err(e))?;
-            let new = (hostname.clone(), macs.clone(), i64::from(host.cpu_count), memory, disks.clone());
+            let new = (
+                hostname.clone(),
+                macs.clone(),
+                i64::from(host.cpu_count),
+                memory,
+                disks.clone(),
+                host.serial.clone(),
+            );
             let action = match old {
                 None => ChangeAction::Create,
                 Some(o) if o == new => ChangeAction::Unchanged,
@@ -199,11 +222,19 @@ impl SqliteInventory {
             };
             if action != ChangeAction::Unchanged {
                 c.execute(
-                    "INSERT INTO hosts (id, hostname, macs, cpu_count, memory_bytes, disks)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                    "INSERT INTO hosts (id, hostname, macs, cpu_count, memory_bytes, disks, serial)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                      ON CONFLICT(id) DO UPDATE SET hostname = ?2, macs = ?3, cpu_count = ?4,
-                        memory_bytes = ?5, disks = ?6",
-                    params![host.id.as_str(), hostname, macs, host.cpu_count, memory, disks],
+                        memory_bytes = ?5, disks = ?6, serial = ?7",
+                    params![
+                        host.id.as_str(),
+                        hostname,
+                        macs,
+                        host.cpu_count,
+                        memory,
+                        disks,
+                        host.serial
+                    ],
                 )
                 .map_err(|e| self.err(e))?;
             }
@@ -244,8 +275,16 @@ impl SqliteInventory {
 
     fn read_hosts(&self, c: &Connection) -> Result<Vec<PhysicalHost>, CapabilityError> {
         {
+            // A file opened read-only may predate the serial column; it has no serials then.
+            let serial = if has_serial(c).map_err(|e| self.err(e))? {
+                "serial"
+            } else {
+                "NULL"
+            };
             let mut stmt = c
-                .prepare("SELECT id, hostname, macs, cpu_count, memory_bytes, disks FROM hosts ORDER BY id")
+                .prepare(&format!(
+                    "SELECT id, hostname, macs, cpu_count, memory_bytes, disks, {serial} FROM hosts ORDER BY id"
+                ))
                 .map_err(|e| self.err(e))?;
             let rows = stmt
                 .query_map([], |r| {
@@ -256,18 +295,20 @@ impl SqliteInventory {
                         r.get::<_, i64>(3)?,
                         r.get::<_, i64>(4)?,
                         r.get::<_, String>(5)?,
+                        r.get::<_, Option<String>>(6)?,
                     ))
                 })
                 .map_err(|e| self.err(e))?;
             let mut out = Vec::new();
             for row in rows {
-                let (id, hostname, macs, cpu, mem, disks) = row.map_err(|e| self.err(e))?;
+                let (id, hostname, macs, cpu, mem, disks, serial) = row.map_err(|e| self.err(e))?;
                 out.push(PhysicalHost {
                     id: Id::parse(&id).map_err(|e| self.corrupt(&id, e))?,
                     hostname: hostname
                         .map(|h| HostName::parse(&h))
                         .transpose()
                         .map_err(|e| self.corrupt(&id, e))?,
+                    serial,
                     macs: serde_json::from_str(&macs).map_err(|e| self.corrupt(&id, e))?,
                     cpu_count: u32::try_from(cpu).unwrap_or(0),
                     memory_bytes: u64::try_from(mem).unwrap_or(0),
@@ -473,6 +514,7 @@ mod tests {
         PhysicalHost {
             id: Id::parse(id).unwrap(),
             hostname: None,
+            serial: None,
             macs: vec![MacAddress::parse(mac).unwrap()],
             cpu_count: 8,
             memory_bytes: 16 << 30,
@@ -482,6 +524,51 @@ mod tests {
                 rotational: false,
             }],
         }
+    }
+
+    #[test]
+    fn keeps_the_serial_and_reads_inventories_written_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        // An inventory file as written before the serial column existed.
+        let old = dir.path().join("old.sqlite");
+        Connection::open(&old)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE hosts (id TEXT PRIMARY KEY, hostname TEXT, macs TEXT NOT NULL,
+                    cpu_count INTEGER NOT NULL, memory_bytes INTEGER NOT NULL, disks TEXT NOT NULL);
+                 INSERT INTO hosts VALUES ('m1', NULL, '[\"52:54:00:00:00:01\"]', 2, 1024, '[]');",
+            )
+            .unwrap();
+        let read_only = SqliteInventory::open_read_only(&old).unwrap();
+        let hosts = read_only.hosts_read_only().unwrap();
+        assert_eq!(hosts.len(), 1);
+        assert_eq!(hosts[0].serial, None);
+        drop(read_only);
+        // Opened for writing, it gains the column and keeps a serial.
+        let inv = SqliteInventory::open(&old).unwrap();
+        let with_serial = PhysicalHost {
+            serial: Some("CZJ1234567".into()),
+            ..host("m2", "52:54:00:00:00:02")
+        };
+        assert_eq!(
+            inv.record_host_sync(&with_serial).unwrap().action,
+            ChangeAction::Create
+        );
+        assert_eq!(
+            inv.record_host_sync(&with_serial).unwrap().action,
+            ChangeAction::Unchanged
+        );
+        let hosts = inv.hosts_sync().unwrap();
+        assert_eq!(hosts[1].serial.as_deref(), Some("CZJ1234567"));
+        // A new serial for the same host is an update.
+        let relabelled = PhysicalHost {
+            serial: Some("CZJ7654321".into()),
+            ..with_serial
+        };
+        assert_eq!(
+            inv.record_host_sync(&relabelled).unwrap().action,
+            ChangeAction::Update
+        );
     }
 
     #[tokio::test]

@@ -103,6 +103,7 @@ mod tests {
         PhysicalHost {
             id: Id::parse(id).unwrap(),
             hostname: None,
+            serial: None,
             macs: vec![MacAddress::parse(mac).unwrap()],
             cpu_count: 4,
             memory_bytes: 8 << 30,

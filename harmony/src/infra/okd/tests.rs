@@ -36,6 +36,7 @@ async fn a_discovery_report_or_a_script_fetch_proves_a_requested_reboot_happened
     let host = PhysicalHost {
         id: Id::parse("m1").unwrap(),
         hostname: None,
+        serial: None,
         macs: vec![mac],
         cpu_count: 2,
         memory_bytes: 4 << 30,

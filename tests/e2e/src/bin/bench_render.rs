@@ -106,6 +106,7 @@ fn inventory(hosts: usize) -> BenchResult<Inventory> {
             Ok(PhysicalHost {
                 id: Id::parse(&format!("rack{}-u{}", i / 40, i % 40)).map_err(|e| e.to_string())?,
                 hostname: None,
+                serial: None,
                 macs: vec![MacAddress::parse(&worker_mac(i)).map_err(|e| e.to_string())?],
                 cpu_count: 16,
                 memory_bytes: 64 << 30,
