@@ -46,6 +46,10 @@ pub struct Config {
     /// PostgreSQL connections of this replica's pool.
     #[arg(long, default_value_t = 16)]
     pub database_pool_size: usize,
+    /// How long a call waits for a free pooled PostgreSQL connection, in milliseconds; past it
+    /// the HTTP call is answered 503 (overloaded) with `Retry-After`.
+    #[arg(long, default_value_t = 10_000)]
+    pub database_pool_wait_ms: u64,
     /// This replica's name in session rows and logs (default: host name and a random suffix).
     #[arg(long, env = "HARMONY_CP_REPLICA_ID")]
     pub replica_id: Option<String>,
@@ -182,6 +186,7 @@ impl Config {
             Some(url) if !url.trim().is_empty() => StoreConfig::Postgres {
                 url: url.trim().to_string(),
                 pool_size: self.database_pool_size.max(1),
+                pool_wait: Duration::from_millis(self.database_pool_wait_ms.max(1)),
                 ca_file: self.database_ca_file.clone(),
             },
             _ => StoreConfig::Sqlite(self.db.clone()),
@@ -248,6 +253,7 @@ mod tests {
             StoreConfig::Postgres {
                 url: "postgres://h/db".into(),
                 pool_size: 4,
+                pool_wait: Duration::from_secs(10),
                 ca_file: Some(PathBuf::from("/etc/pg/ca.crt")),
             }
         );
