@@ -78,11 +78,17 @@ pub struct Config {
     #[arg(long, default_value_t = 7 * 24 * 3600)]
     pub request_retention_s: u64,
     /// WebSocket read buffer per agent connection, in bytes (tungstenite defaults to 128 KiB).
-    #[arg(long, default_value_t = 4096)]
+    /// Kept for the connection's life, so small: heartbeats are a few hundred bytes, and a
+    /// larger frame grows it for that frame (measured in docs/benchmarks.md).
+    #[arg(long, default_value_t = 1024)]
     pub ws_buffer_bytes: usize,
     /// Most connections open at once (agents and API); more wait in the kernel's backlog.
     #[arg(long, default_value_t = 20_000)]
     pub max_connections: usize,
+    /// TLS handshakes run at once; more accepted connections wait their turn (a reconnect storm
+    /// then comes back in order instead of every handshake finishing late).
+    #[arg(long, default_value_t = 128)]
+    pub max_handshakes: usize,
     /// A TLS handshake not finished within this many milliseconds is dropped.
     #[arg(long, default_value_t = 10_000)]
     pub tls_handshake_timeout_ms: u64,
@@ -200,6 +206,7 @@ impl Config {
             header_read_timeout: Duration::from_millis(self.header_read_timeout_ms.max(1)),
             idle_timeout: Duration::from_millis(self.idle_timeout_ms.max(1)),
             max_connections: self.max_connections.max(1),
+            max_handshakes: self.max_handshakes.max(1),
             ..Limits::default()
         }
     }

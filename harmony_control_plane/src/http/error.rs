@@ -79,7 +79,7 @@ impl From<RegionError> for Failure {
             RegionError::Decommissioned(_) | RegionError::ZoneDecommissioned { .. } => {
                 StatusCode::GONE
             }
-            RegionError::Store(s) => return store(&s),
+            RegionError::Store(s) => return store(s),
             RegionError::Internal(_) => return internal(e),
         };
         Failure::new(status, e.to_string())

@@ -60,6 +60,12 @@ pub struct Limits {
     pub max_connections: usize,
     /// Largest request head (request line and headers), in bytes; at least 8192 (hyper's floor).
     pub max_header_bytes: usize,
+    /// TLS handshakes run at once; the other accepted connections wait their turn (their
+    /// handshake timeout starts with it). Without this bound, a reconnect storm of thousands of
+    /// agents shares the cores among every handshake at once, each finishes late, many pass
+    /// their timeout and retry: measured, 10,000 agents took 140 s to come back instead of
+    /// seconds (docs/benchmarks.md).
+    pub max_handshakes: usize,
 }
 
 impl Default for Limits {
@@ -70,6 +76,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_connections: 20_000,
             max_header_bytes: 64 * 1024,
+            max_handshakes: 128,
         }
     }
 }
@@ -94,6 +101,7 @@ pub async fn serve_with_shutdown(
     shutdown: impl Future<Output = ()>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let handshakes = Arc::new(Semaphore::new(limits.max_handshakes.max(1)));
     let mut backoff = ACCEPT_BACKOFF_MIN;
     // Under a flood every freed permit is taken at once: warn about the limit now and then only.
     let mut warned_full: Option<tokio::time::Instant> = None;
@@ -146,6 +154,7 @@ pub async fn serve_with_shutdown(
             tcp,
             peer,
             tls.clone(),
+            handshakes.clone(),
             app.clone(),
             limits,
             permit,
@@ -169,12 +178,19 @@ async fn connection(
     tcp: TcpStream,
     peer: SocketAddr,
     tls: tokio_rustls::TlsAcceptor,
+    handshakes: Arc<Semaphore>,
     app: Router,
     limits: Limits,
     permit: OwnedSemaphorePermit,
 ) {
     let _ = tcp.set_nodelay(true);
-    let stream = match tokio::time::timeout(limits.tls_handshake_timeout, tls.accept(tcp)).await {
+    let turn = handshakes
+        .acquire_owned()
+        .await
+        .expect("the semaphore is never closed");
+    let handshake = tokio::time::timeout(limits.tls_handshake_timeout, tls.accept(tcp)).await;
+    drop(turn);
+    let stream = match handshake {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             log::debug!("TLS handshake with {peer} failed: {e}");

@@ -84,7 +84,7 @@ pub(super) async fn agent(
         inbox.deliver.notify_one();
         loop {
             tokio::select! {
-                c = inbox.commands.recv() => {
+                c = &mut inbox.commands => {
                     let _ = closed_tx.send(c.unwrap());
                     return;
                 }

@@ -11,40 +11,51 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Frames that mark an allocation as made for a connection (startup state does not pass here).
-const CONNECTION_CODE: &[&str] = &[
-    "harmony_control_plane::http::listener",
-    "harmony_control_plane::http::agent",
-    "harmony_control_plane::session",
-    "harmony_control_plane::hub",
-];
-
-/// Component buckets, matched against frames from the allocation site outwards.
-const BUCKETS: &[(&str, &str)] = &[
+/// Component buckets, matched against frames (legacy-mangled `..` read as `::`) from the
+/// allocation site outwards; `true` when the bucket grows with each agent connection.
+const BUCKETS: &[(&str, &str, bool)] = &[
     (
         "rustls",
-        "TLS session (rustls: record layer, keys, buffers)",
+        "TLS (rustls: 4 KiB record buffer, keys, handshake state)",
+        true,
     ),
     (
         "tungstenite",
         "WebSocket (tungstenite: read buffer, frame state)",
+        true,
     ),
-    ("hyper", "HTTP connection and upgrade (hyper)"),
+    (
+        "hyper",
+        "upgraded socket (hyper: the boxed TLS stream, rustls state inline)",
+        true,
+    ),
     (
         "tokio::runtime::task",
-        "tasks (futures, spawned per connection)",
+        "task (the connection's future: session loop, timers)",
+        true,
     ),
-    ("tokio::sync", "channels and locks (tokio::sync)"),
     (
         "tokio::runtime::io",
         "socket registration (tokio I/O driver)",
+        true,
     ),
-    ("harmony_control_plane::hub", "hub entry (per-agent sender)"),
     (
-        "harmony_control_plane::session",
-        "session state (identity, status, buffers)",
+        "harmony_control_plane::hub",
+        "hub entry (close signal, delivery wake-up)",
+        true,
+    ),
+    (
+        "serde",
+        "decoded frames the session keeps (hello: ops, names)",
+        true,
+    ),
+    (
+        "sqlite3",
+        "SQLite page cache (the regions' rows; not per connection)",
+        false,
     ),
 ];
+const OTHER: &str = "everything else (startup, runtime, logging, event buffers)";
 
 /// A shell script that runs `cp_bin` under heaptrack, writing to `<dir>/cp.zst`.
 pub(crate) fn wrapper(dir: &Path, cp_bin: &Path) -> Result<PathBuf, String> {
@@ -160,10 +171,10 @@ fn heaptrack_running(dir: &Path) -> bool {
     })
 }
 
-/// Sums the flame-graph lines (`root;...;leaf bytes`) into buckets, per agent.
+/// Sums the flame-graph lines (`root;...;leaf bytes`) into buckets: per agent for what grows
+/// with connections, in MiB for the rest.
 fn report(stacks: &str, agents: usize) -> Vec<String> {
     let mut buckets: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut outside = 0u64;
     for line in stacks.lines() {
         let Some((stack, cost)) = line.rsplit_once(' ') else {
             continue;
@@ -171,37 +182,44 @@ fn report(stacks: &str, agents: usize) -> Vec<String> {
         let Ok(bytes) = cost.trim().parse::<u64>() else {
             continue;
         };
-        if !CONNECTION_CODE.iter().any(|c| stack.contains(c)) {
-            outside += bytes;
-            continue;
-        }
         let bucket = stack
             .rsplit(';')
             .find_map(|frame| {
+                let frame = frame.replace("..", "::");
                 BUCKETS
                     .iter()
-                    .find(|(needle, _)| frame.contains(needle))
-                    .map(|(_, name)| *name)
+                    .find(|(needle, ..)| frame.contains(needle))
+                    .map(|(_, name, _)| *name)
             })
-            .unwrap_or("other allocations in the connection code");
+            .unwrap_or(OTHER);
         *buckets.entry(bucket).or_default() += bytes;
     }
-    let per = |b: u64| b as f64 / agents.max(1) as f64 / 1024.0;
-    let total: u64 = buckets.values().sum();
+    let kib = |b: u64| b as f64 / agents.max(1) as f64 / 1024.0;
+    let per_connection = |name: &str| BUCKETS.iter().any(|(_, n, per)| *n == name && *per);
     let mut rows: Vec<(&str, u64)> = buckets.into_iter().collect();
     rows.sort_by(|a, b| b.1.cmp(&a.1));
     let mut lines = vec![
-        "| live heap per agent connection (heaptrack), by component | KiB |".to_string(),
+        format!(
+            "| live heap of the control plane with {agents} agents (heaptrack), by component | per agent |"
+        ),
         "| --- | ---: |".to_string(),
     ];
-    for (name, bytes) in rows {
-        lines.push(format!("| {name} | {:.2} |", per(bytes)));
+    let mut total = 0;
+    for (name, bytes) in rows.iter().filter(|(n, _)| per_connection(n)) {
+        total += bytes;
+        lines.push(format!("| {name} | {:.2} KiB |", kib(*bytes)));
     }
-    lines.push(format!("| **all of the above** | **{:.2}** |", per(total)));
     lines.push(format!(
-        "| (not per connection: startup, database, runtime; whole process) | {:.1} MiB |",
-        outside as f64 / 1024.0 / 1024.0
+        "| **per connection, all of the above** | **{:.2} KiB** |",
+        kib(total)
     ));
+    for (name, bytes) in rows.iter().filter(|(n, _)| !per_connection(n)) {
+        lines.push(format!(
+            "| {name} | {:.2} KiB ({:.1} MiB in all) |",
+            kib(*bytes),
+            *bytes as f64 / 1024.0 / 1024.0
+        ));
+    }
     lines
 }
 
@@ -209,27 +227,21 @@ fn report(stacks: &str, agents: usize) -> Vec<String> {
 mod tests {
     #[test]
     fn stacks_fall_in_the_innermost_named_component() {
-        let stacks = "main;harmony_control_plane::http::listener::serve;tokio::task::spawn;tokio::runtime::task::core::Cell::new;malloc 2048\n\
-                      main;harmony_control_plane::http::listener::connection;tokio_rustls::accept;rustls::conn::ConnectionCore::new;malloc 1024\n\
-                      main;harmony_control_plane::session::run;tokio_tungstenite::WebSocketStream::from_raw_socket;tungstenite::protocol::WebSocket::new;malloc 1024\n\
-                      main;rusqlite::Connection::open;malloc 99999\n";
-        let lines = super::report(stacks, 1);
-        let text = lines.join("\n");
-        assert!(
-            text.contains("| tasks (futures, spawned per connection) | 2.00 |"),
-            "{text}"
-        );
-        assert!(
-            text.contains("| TLS session (rustls: record layer, keys, buffers) | 1.00 |"),
-            "{text}"
-        );
-        assert!(
-            text.contains("| WebSocket (tungstenite: read buffer, frame state) | 1.00 |"),
-            "{text}"
-        );
-        assert!(
-            text.contains("| **all of the above** | **4.00** |"),
-            "{text}"
-        );
+        let stacks = "main;tokio::task::spawn;tokio::runtime::task::core::Cell::new;malloc 2048\n\
+                      main;_$LT$tokio_rustls..common..handshake..MidHandshake;rustls::msgs::deframer::buffers::DeframerVecBuffer::read;malloc 1024\n\
+                      main;tokio_tungstenite::WebSocketStream::from_raw_socket;tungstenite::protocol::WebSocketContext::new;malloc 1024\n\
+                      main;rusqlite::Connection::open;sqlite3MemMalloc 2048\n\
+                      main;0x55f9;malloc 1024\n";
+        let text = super::report(stacks, 1).join("\n");
+        for row in [
+            "| task (the connection's future: session loop, timers) | 2.00 KiB |",
+            "| TLS (rustls: 4 KiB record buffer, keys, handshake state) | 1.00 KiB |",
+            "| WebSocket (tungstenite: read buffer, frame state) | 1.00 KiB |",
+            "| **per connection, all of the above** | **4.00 KiB** |",
+            "| SQLite page cache (the regions' rows; not per connection) | 2.00 KiB (0.0 MiB in all) |",
+            "| everything else (startup, runtime, logging, event buffers) | 1.00 KiB (0.0 MiB in all) |",
+        ] {
+            assert!(text.contains(row), "{row:?} missing:\n{text}");
+        }
     }
 }
