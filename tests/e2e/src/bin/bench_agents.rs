@@ -305,6 +305,26 @@ async fn ws_connect_from(
 ) -> BenchResult<ha::Ws> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let socket = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+    // The port is picked at connect, against the full address pair: a port picked at bind
+    // could pair with the control plane's TIME_WAIT socket of a connection just closed (after
+    // a restart, thousands are), and the SYN would go unanswered until retransmitted.
+    let on: libc::c_int = 1;
+    // SAFETY: setsockopt reads `on` (a c_int, its size given) on a socket this function owns.
+    let set = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&socket),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if set != 0 {
+        return Err(format!(
+            "IP_BIND_ADDRESS_NO_PORT: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
     socket
         .bind(SocketAddr::new(link.from, 0))
         .map_err(|e| format!("bind {}: {e}", link.from))?;
