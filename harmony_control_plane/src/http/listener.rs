@@ -37,6 +37,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_rustls::LazyConfigAcceptor;
 
 /// First and longest pause after a failed `accept()`; doubled on each failure in a row.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(50);
@@ -60,8 +61,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Largest request head (request line and headers), in bytes; at least 8192 (hyper's floor).
     pub max_header_bytes: usize,
-    /// TLS handshakes run at once; the other accepted connections wait their turn (their
-    /// handshake timeout starts with it). Without this bound, a reconnect storm of thousands of
+    /// TLS handshakes run at once, counted from the client's ClientHello (a connection that
+    /// sends nothing holds no turn); the others wait their turn, their timeout starting with it. Without this bound, a reconnect storm of thousands of
     /// agents shares the cores among every handshake at once, each finishes late, many pass
     /// their timeout and retry: measured, 10,000 agents took 140 s to come back instead of
     /// seconds (docs/benchmarks.md).
@@ -184,23 +185,30 @@ async fn connection(
     permit: OwnedSemaphorePermit,
 ) {
     let _ = tcp.set_nodelay(true);
-    let turn = handshakes
-        .acquire_owned()
-        .await
-        .expect("the semaphore is never closed");
-    let handshake = tokio::time::timeout(limits.tls_handshake_timeout, tls.accept(tcp)).await;
-    drop(turn);
-    let stream = match handshake {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            log::debug!("TLS handshake with {peer} failed: {e}");
-            return;
-        }
-        Err(_) => {
+    let handshake = async {
+        // The ClientHello is read before taking a turn, so a connection that sends nothing (or
+        // trickles) never holds one; each step has the whole handshake timeout.
+        let hello = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
+        let start = tokio::time::timeout(limits.tls_handshake_timeout, hello).await??;
+        let _turn = handshakes
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let accept = start.into_stream(tls.config().clone());
+        tokio::time::timeout(limits.tls_handshake_timeout, accept).await?
+    };
+    let stream = match handshake.await {
+        Ok(s) => s,
+        // A timeout comes out of `?` as an io::Error of kind TimedOut.
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => {
             log::debug!(
                 "TLS handshake with {peer} not done within {} ms: closed",
                 limits.tls_handshake_timeout.as_millis()
             );
+            return;
+        }
+        Err(e) => {
+            log::debug!("TLS handshake with {peer} failed: {e}");
             return;
         }
     };
