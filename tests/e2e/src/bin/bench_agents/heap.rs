@@ -197,7 +197,7 @@ fn report(stacks: &str, agents: usize) -> Vec<String> {
     let kib = |b: u64| b as f64 / agents.max(1) as f64 / 1024.0;
     let per_connection = |name: &str| BUCKETS.iter().any(|(_, n, per)| *n == name && *per);
     let mut rows: Vec<(&str, u64)> = buckets.into_iter().collect();
-    rows.sort_by(|a, b| b.1.cmp(&a.1));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1));
     let mut lines = vec![
         format!(
             "| live heap of the control plane with {agents} agents (heaptrack), by component | per agent |"
