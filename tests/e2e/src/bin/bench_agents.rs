@@ -3,21 +3,28 @@
 //! With `--replicas N` (N >= 2, default 3) it starts PostgreSQL 18, N control-plane replicas on
 //! it and haproxy in front of them (`harmony_e2e::ha`); with `--replicas 1`, one control plane
 //! on SQLite that agents reach directly. It creates `--agents` regions through the admin API,
-//! then connects as many simulated agents from this one process: each presents its bootstrap
-//! token, keeps the identity it receives, heartbeats every `--heartbeat-s` seconds (random
-//! phase), answers every request at once, and reconnects (full jitter) when its connection
-//! drops. It prints the memory per connection of each replica (RSS delta / its agents), the
-//! CPU of the replicas, haproxy and the simulator while the agents heartbeat, the p50/p99 of
-//! concurrent requests submitted to a replica that does not hold the region's agent, and,
-//! with replicas, how long until every agent is healthy again after the replica holding the
-//! most agents is killed. Every figure is checked before it is printed (every region healthy,
-//! every request `ok`). It ends with one `BENCH {json}` line on stdout, the figures against the
-//! goals of issue 18, for `bench all`. See docs/benchmarks.md; CI runs it at a tiny size
-//! (tests/control_plane_ha.rs, tests/benchmarks_tiny.rs).
+//! then connects as many simulated agents from this one process (spread over `--source-addrs`
+//! loopback addresses): each presents its bootstrap token, keeps the identity it receives,
+//! heartbeats every `--heartbeat-s` seconds, answers every request at once, and reconnects
+//! with the real agent's backoff (`harmony_agent::backoff`, its default 1 s doubling to 60 s,
+//! full jitter) when its connection drops. It prints the memory per connection of each replica
+//! (RSS delta / its agents), the CPU of the replicas, haproxy and the simulator while the agents
+//! heartbeat, the p50/p99 of concurrent requests submitted to a replica that does not hold the
+//! region's agent, and then: with one replica, the reconnect storm after the control plane is
+//! killed and started again on the same address and database (time until every agent is back
+//! and healthy, and the arrivals per second); with replicas, how long until every agent is
+//! healthy again after the replica holding the most agents is killed. `--heap-profile 1` runs
+//! the control plane under heaptrack instead and prints its live heap per agent by component.
+//! More agents than the open-file hard limit allows are cut to what fits, and the figure says
+//! so. Every figure is checked before it is printed (every region healthy, every request
+//! `ok`). It ends with one `BENCH {json}` line on stdout (the figures `--figures` names)
+//! against the goals of issue 18, for `bench all`. See docs/benchmarks.md; CI runs it at a tiny
+//! size (tests/control_plane_ha.rs, tests/benchmarks_tiny.rs).
 //!
 //! ```text
-//! cargo build --release -p harmony_e2e --bins
+//! cargo build --release -p harmony_e2e --bin bench_agents --bin e2e-control-plane
 //! target/release/bench_agents [--replicas 3] [--agents 10000] [--heartbeat-s 5] [--requests 1000] [--window-s 30]
+//!     [--source-addrs N] [--restart 0|1] [--heap-profile 0|1] [--figures memory,held,restart,failover]
 //! ```
 
 use futures::stream::{self, StreamExt};
