@@ -542,7 +542,8 @@ async fn bench() -> BenchResult<()> {
             "--max-connections".into(),
             (o.agents + descriptors_besides_agents(&o)).to_string(),
         ],
-        rust_log: Some("warn".into()),
+        // `BENCH_CP_LOG` (a RUST_LOG value) to see what the control plane does during a run.
+        rust_log: Some(std::env::var("BENCH_CP_LOG").unwrap_or_else(|_| "warn".into())),
         ..ControlPlaneOptions::default()
     };
     let real_cp_bin = binary("e2e-control-plane")?;
