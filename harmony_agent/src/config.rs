@@ -55,10 +55,10 @@ pub struct Config {
     #[arg(long, env = "HARMONY_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
     /// First reconnect delay ceiling, in milliseconds.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = DEFAULT_BACKOFF_BASE_MS)]
     pub backoff_base_ms: u64,
     /// Largest reconnect delay ceiling, in milliseconds.
-    #[arg(long, default_value_t = 60_000)]
+    #[arg(long, default_value_t = DEFAULT_BACKOFF_MAX_MS)]
     pub backoff_max_ms: u64,
     /// How many request ids the in-memory dedupe window (a cache in front of the request
     /// records) remembers.
@@ -299,6 +299,12 @@ impl Config {
         )
     }
 }
+
+/// The first reconnect delay ceiling (`--backoff-base-ms`), in milliseconds. The agents
+/// benchmark's simulated agents reconnect with these defaults too.
+pub const DEFAULT_BACKOFF_BASE_MS: u64 = 1000;
+/// The largest reconnect delay ceiling (`--backoff-max-ms`), in milliseconds.
+pub const DEFAULT_BACKOFF_MAX_MS: u64 = 60_000;
 
 /// The namespace of the request records (and identity Secret) out of cluster.
 pub const DEFAULT_NAMESPACE: &str = "harmony-agent";

@@ -15,7 +15,10 @@ pub mod identity;
 pub mod probe;
 pub mod providers;
 
-pub use config::{Config, DEFAULT_NAMESPACE, MAX_FRAME_LIMIT, MIN_FRAME_BYTES, ProviderSettings};
+pub use config::{
+    Config, DEFAULT_BACKOFF_BASE_MS, DEFAULT_BACKOFF_MAX_MS, DEFAULT_NAMESPACE, MAX_FRAME_LIMIT,
+    MIN_FRAME_BYTES, ProviderSettings,
+};
 
 use clap::Parser;
 

@@ -136,6 +136,9 @@ pub mod code {
     pub const NOT_FOUND: &str = "not_found";
     /// A request id was reused with another region, op or params.
     pub const DUPLICATE_ID: &str = "duplicate_id";
+    /// The control plane is overloaded (no database connection free in time; HTTP 503 with
+    /// `Retry-After`): retry later.
+    pub const OVERLOADED: &str = "overloaded";
     /// The API server refused an object because a project quota is exhausted; the message names
     /// the quota and the resource.
     pub const QUOTA_EXCEEDED: &str = "quota_exceeded";

@@ -46,6 +46,10 @@ pub struct Config {
     /// PostgreSQL connections of this replica's pool.
     #[arg(long, default_value_t = 16)]
     pub database_pool_size: usize,
+    /// How long a call waits for a free pooled PostgreSQL connection, in milliseconds; past it
+    /// the HTTP call is answered 503 (overloaded) with `Retry-After`.
+    #[arg(long, default_value_t = 10_000)]
+    pub database_pool_wait_ms: u64,
     /// This replica's name in session rows and logs (default: host name and a random suffix).
     #[arg(long, env = "HARMONY_CP_REPLICA_ID")]
     pub replica_id: Option<String>,
@@ -74,11 +78,17 @@ pub struct Config {
     #[arg(long, default_value_t = 7 * 24 * 3600)]
     pub request_retention_s: u64,
     /// WebSocket read buffer per agent connection, in bytes (tungstenite defaults to 128 KiB).
-    #[arg(long, default_value_t = 4096)]
+    /// Kept for the connection's life, so small: heartbeats are a few hundred bytes, and a
+    /// larger frame grows it for that frame (measured in docs/benchmarks.md).
+    #[arg(long, default_value_t = 1024)]
     pub ws_buffer_bytes: usize,
     /// Most connections open at once (agents and API); more wait in the kernel's backlog.
     #[arg(long, default_value_t = 20_000)]
     pub max_connections: usize,
+    /// TLS handshakes run at once; more accepted connections wait their turn (a reconnect storm
+    /// then comes back in order instead of every handshake finishing late).
+    #[arg(long, default_value_t = 128)]
+    pub max_handshakes: usize,
     /// A TLS handshake not finished within this many milliseconds is dropped.
     #[arg(long, default_value_t = 10_000)]
     pub tls_handshake_timeout_ms: u64,
@@ -182,6 +192,7 @@ impl Config {
             Some(url) if !url.trim().is_empty() => StoreConfig::Postgres {
                 url: url.trim().to_string(),
                 pool_size: self.database_pool_size.max(1),
+                pool_wait: Duration::from_millis(self.database_pool_wait_ms.max(1)),
                 ca_file: self.database_ca_file.clone(),
             },
             _ => StoreConfig::Sqlite(self.db.clone()),
@@ -195,6 +206,7 @@ impl Config {
             header_read_timeout: Duration::from_millis(self.header_read_timeout_ms.max(1)),
             idle_timeout: Duration::from_millis(self.idle_timeout_ms.max(1)),
             max_connections: self.max_connections.max(1),
+            max_handshakes: self.max_handshakes.max(1),
             ..Limits::default()
         }
     }
@@ -248,6 +260,7 @@ mod tests {
             StoreConfig::Postgres {
                 url: "postgres://h/db".into(),
                 pool_size: 4,
+                pool_wait: Duration::from_secs(10),
                 ca_file: Some(PathBuf::from("/etc/pg/ca.crt")),
             }
         );

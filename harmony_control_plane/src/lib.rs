@@ -97,6 +97,24 @@ pub struct Server {
     limits: Limits,
 }
 
+/// Connections the kernel queues for `accept` (capped by `net.core.somaxconn`). Larger than
+/// tokio's 1,024: when thousands of agents reconnect at once, a full queue drops their SYNs
+/// and the kernel retries them only after 1, 3, 7, 15, 31 s..., which the reconnect storm
+/// benchmark showed as bursts at those offsets.
+const LISTEN_BACKLOG: u32 = 16_384;
+
+/// A listening socket on `addr` with [`LISTEN_BACKLOG`].
+fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 impl Server {
     /// Opens the store, starts the background tasks and binds the port.
     pub async fn bind(config: &Config) -> Result<Self, CpError> {
@@ -105,13 +123,10 @@ impl Server {
         let tls = tls::server_config(&config.tls_cert, &config.tls_key)?;
         let admin = read_admin_token(&config.admin_token_file)?;
         let store = store::open(&config.store()).await?;
-        let listener =
-            TcpListener::bind(config.listen)
-                .await
-                .map_err(|source| CpError::Listen {
-                    addr: config.listen,
-                    source,
-                })?;
+        let listener = bind(config.listen).map_err(|source| CpError::Listen {
+            addr: config.listen,
+            source,
+        })?;
         let addr = listener.local_addr().map_err(|source| CpError::Listen {
             addr: config.listen,
             source,

@@ -1,7 +1,8 @@
 //! How every service error becomes an HTTP status and an [`ApiError`] body.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use harmony_agent_protocol::code;
 use harmony_api::ApiError;
@@ -30,9 +31,18 @@ impl Failure {
     }
 }
 
+/// Seconds an overloaded control plane asks callers to wait before retrying (`Retry-After`).
+pub const RETRY_AFTER_S: u64 = 1;
+
 impl IntoResponse for Failure {
     fn into_response(self) -> Response {
-        (self.0, Json(self.1)).into_response()
+        let overloaded = self.0 == StatusCode::SERVICE_UNAVAILABLE;
+        let mut r = (self.0, Json(self.1)).into_response();
+        if overloaded {
+            r.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        }
+        r
     }
 }
 
@@ -41,9 +51,20 @@ fn internal(e: impl std::fmt::Display) -> Failure {
     Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
 }
 
+/// A store failure: 503 with `Retry-After` when the database was only busy (no pooled
+/// connection free in time; retrying later succeeds), else 500.
+fn store(e: &StoreError) -> Failure {
+    if e.overloaded {
+        log::warn!("{e}");
+        Failure::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).code(code::OVERLOADED)
+    } else {
+        internal(e)
+    }
+}
+
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        internal(e)
+        store(&e)
     }
 }
 
@@ -58,7 +79,8 @@ impl From<RegionError> for Failure {
             RegionError::Decommissioned(_) | RegionError::ZoneDecommissioned { .. } => {
                 StatusCode::GONE
             }
-            RegionError::Store(_) | RegionError::Internal(_) => return internal(e),
+            RegionError::Store(s) => return store(s),
+            RegionError::Internal(_) => return internal(e),
         };
         Failure::new(status, e.to_string())
     }
@@ -100,7 +122,8 @@ impl From<RequestError> for Failure {
             RequestError::IdTaken(_) => {
                 Failure::new(StatusCode::CONFLICT, message).code(code::DUPLICATE_ID)
             }
-            RequestError::Store(_) | RequestError::Internal(_) => internal(message),
+            RequestError::Store(e) => store(&e),
+            RequestError::Internal(_) => internal(message),
         }
     }
 }
@@ -117,7 +140,7 @@ impl From<ScopeError> for Failure {
                 Failure::new(StatusCode::NOT_FOUND, message).code(code::NOT_FOUND)
             }
             ScopeError::NoQuota { .. } => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, message),
-            ScopeError::Store(_) => internal(message),
+            ScopeError::Store(e) => store(&e),
         }
     }
 }
@@ -134,7 +157,8 @@ impl From<TenancyError> for Failure {
             TenancyError::OverCap { .. } => {
                 Failure::new(StatusCode::UNPROCESSABLE_ENTITY, message).code(code::QUOTA_EXCEEDED)
             }
-            TenancyError::Store(_) | TenancyError::Internal(_) => internal(message),
+            TenancyError::Store(e) => store(&e),
+            TenancyError::Internal(_) => internal(message),
         }
     }
 }
@@ -164,7 +188,8 @@ impl From<InstanceError> for Failure {
                 f.1.degraded_in = Some(degraded_in);
                 f
             }
-            InstanceError::Store(_) | InstanceError::Internal(_) => internal(message),
+            InstanceError::Store(e) => store(&e),
+            InstanceError::Internal(_) => internal(message),
         }
     }
 }
@@ -198,6 +223,42 @@ mod tests {
         );
         let json = serde_json::to_value(&f.1).unwrap();
         assert!(json.get("limit_bytes").is_none(), "{json}");
+    }
+
+    #[test]
+    fn a_busy_pool_is_503_with_retry_after_and_a_broken_database_500_without() {
+        let busy = StoreError::overloaded(
+            "postgres",
+            "submit a request",
+            std::time::Duration::from_secs(10),
+        );
+        let f = Failure::from(RequestError::Store(busy.clone()));
+        assert_eq!(f.0, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(f.1.code.as_deref(), Some(code::OVERLOADED));
+        assert!(
+            f.1.error.starts_with("the control plane is overloaded")
+                && f.1
+                    .error
+                    .contains("no database connection was free within 10 s"),
+            "{}",
+            f.1.error
+        );
+        let r = f.into_response();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(r.headers().get(RETRY_AFTER).unwrap(), "1");
+        for f in [
+            Failure::from(RegionError::Store(busy.clone())),
+            Failure::from(ScopeError::Store(busy.clone())),
+            Failure::from(TenancyError::Store(busy.clone())),
+            Failure::from(InstanceError::Store(busy.clone())),
+            Failure::from(busy),
+        ] {
+            assert_eq!(f.0, StatusCode::SERVICE_UNAVAILABLE, "{}", f.1.error);
+        }
+        let broken = StoreError::new("postgres", "submit a request", "connection refused");
+        let r = Failure::from(RequestError::Store(broken)).into_response();
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(r.headers().get(RETRY_AFTER).is_none());
     }
 
     #[test]

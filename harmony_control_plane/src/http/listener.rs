@@ -37,6 +37,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio_rustls::LazyConfigAcceptor;
 
 /// First and longest pause after a failed `accept()`; doubled on each failure in a row.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(50);
@@ -60,6 +61,12 @@ pub struct Limits {
     pub max_connections: usize,
     /// Largest request head (request line and headers), in bytes; at least 8192 (hyper's floor).
     pub max_header_bytes: usize,
+    /// TLS handshakes run at once, counted from the client's ClientHello (a connection that
+    /// sends nothing holds no turn); the others wait their turn, their timeout starting with it. Without this bound, a reconnect storm of thousands of
+    /// agents shares the cores among every handshake at once, each finishes late, many pass
+    /// their timeout and retry: measured, 10,000 agents took 140 s to come back instead of
+    /// seconds (docs/benchmarks.md).
+    pub max_handshakes: usize,
 }
 
 impl Default for Limits {
@@ -70,6 +77,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_connections: 20_000,
             max_header_bytes: 64 * 1024,
+            max_handshakes: 128,
         }
     }
 }
@@ -94,6 +102,7 @@ pub async fn serve_with_shutdown(
     shutdown: impl Future<Output = ()>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let handshakes = Arc::new(Semaphore::new(limits.max_handshakes.max(1)));
     let mut backoff = ACCEPT_BACKOFF_MIN;
     // Under a flood every freed permit is taken at once: warn about the limit now and then only.
     let mut warned_full: Option<tokio::time::Instant> = None;
@@ -146,6 +155,7 @@ pub async fn serve_with_shutdown(
             tcp,
             peer,
             tls.clone(),
+            handshakes.clone(),
             app.clone(),
             limits,
             permit,
@@ -169,22 +179,36 @@ async fn connection(
     tcp: TcpStream,
     peer: SocketAddr,
     tls: tokio_rustls::TlsAcceptor,
+    handshakes: Arc<Semaphore>,
     app: Router,
     limits: Limits,
     permit: OwnedSemaphorePermit,
 ) {
     let _ = tcp.set_nodelay(true);
-    let stream = match tokio::time::timeout(limits.tls_handshake_timeout, tls.accept(tcp)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            log::debug!("TLS handshake with {peer} failed: {e}");
-            return;
-        }
-        Err(_) => {
+    let handshake = async {
+        // The ClientHello is read before taking a turn, so a connection that sends nothing (or
+        // trickles) never holds one; each step has the whole handshake timeout.
+        let hello = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
+        let start = tokio::time::timeout(limits.tls_handshake_timeout, hello).await??;
+        let _turn = handshakes
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        let accept = start.into_stream(tls.config().clone());
+        tokio::time::timeout(limits.tls_handshake_timeout, accept).await?
+    };
+    let stream = match handshake.await {
+        Ok(s) => s,
+        // A timeout comes out of `?` as an io::Error of kind TimedOut.
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => {
             log::debug!(
                 "TLS handshake with {peer} not done within {} ms: closed",
                 limits.tls_handshake_timeout.as_millis()
             );
+            return;
+        }
+        Err(e) => {
+            log::debug!("TLS handshake with {peer} failed: {e}");
             return;
         }
     };

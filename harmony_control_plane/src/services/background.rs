@@ -18,16 +18,21 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), crate::store::StoreError
     let now = now_ms();
     let me = cp.settings.replica_id.clone();
     let stale = if cp.store.backend() == "sqlite" {
-        // One replica only: every session still marked connected is from a previous run.
-        let mut n = 0;
-        for s in cp
+        // One replica only: every session still marked connected is from a previous run. One
+        // UPDATE per replica id that held them (usually one), not one per session: with
+        // 10,000 agents, one per session kept a restarted control plane from accepting for 10 s
+        // (the reconnect storm benchmark, docs/benchmarks.md).
+        let replicas: std::collections::BTreeSet<String> = cp
             .store
             .sessions()
             .await?
             .into_iter()
             .filter(|s| s.connected)
-        {
-            n += cp.store.sessions_close_replica(&s.replica, now).await?;
+            .map(|s| s.replica)
+            .collect();
+        let mut n = 0;
+        for replica in replicas {
+            n += cp.store.sessions_close_replica(&replica, now).await?;
         }
         n
     } else {

@@ -152,7 +152,7 @@ pub async fn add_zone(
 pub async fn zones_of(cp: &ControlPlane, region: &str) -> Result<Vec<ZoneRecord>, RegionError> {
     let record = existing(cp, region).await?;
     let snap = Snapshot {
-        zones: cp.store.zones().await?,
+        zones: cp.store.region_zones(region).await?,
         sessions: HashMap::new(),
         pending: HashMap::new(),
     };

@@ -306,7 +306,8 @@ pub async fn call(
     // Subscribed before submitting, so the answer's event cannot slip in between.
     let mut events = cp.store.subscribe();
     let accepted = submit(cp, region, sub).await?;
-    await_answer(cp, &accepted, &mut events, wait, |_, _| {}).await
+    let read_first = !accepted.created;
+    await_answer(cp, &accepted, &mut events, read_first, wait, |_, _| {}).await
 }
 
 /// Submits a request and streams its progress, then its answer. Refusals at submit (unknown
@@ -327,7 +328,16 @@ pub async fn stream(
             // A slow reader loses progress lines, never the answer.
             let _ = progress_tx.try_send(Update::Progress { stage, detail });
         };
-        let answer = await_answer(&cp, &task_accepted, &mut events, wait, on_progress).await;
+        let read_first = !task_accepted.created;
+        let answer = await_answer(
+            &cp,
+            &task_accepted,
+            &mut events,
+            read_first,
+            wait,
+            on_progress,
+        )
+        .await;
         let _ = tx.send(Update::Finished(answer)).await;
     });
     Ok((accepted, rx))
@@ -340,28 +350,37 @@ pub async fn wait_answer(
     wait: Duration,
 ) -> Result<Res, RequestError> {
     let mut events = cp.store.subscribe();
-    await_answer(cp, accepted, &mut events, wait, |_, _| {}).await
+    // Subscribed after the submit: the answer may already be stored.
+    await_answer(cp, accepted, &mut events, true, wait, |_, _| {}).await
 }
 
 async fn await_answer(
     cp: &ControlPlane,
     accepted: &Accepted,
     events: &mut broadcast::Receiver<Event>,
+    read_first: bool,
     wait: Duration,
     mut on_progress: impl FnMut(String, String),
 ) -> Result<Res, RequestError> {
     let id = accepted.id.as_str();
     let started = Instant::now();
     let deadline = started + wait;
+    // `read_first` is false for a request this call just created with `events` subscribed
+    // before the submit: its answer cannot be stored without its event reaching `events`, so
+    // the first read is skipped (one pooled connection less per request).
+    let mut read = read_first;
     loop {
-        let record = cp
-            .store
-            .request(id)
-            .await?
-            .ok_or_else(|| RequestError::NotFound(id.to_string()))?;
-        if record.state.is_finished() {
-            return finished(record);
+        if read {
+            let record = cp
+                .store
+                .request(id)
+                .await?
+                .ok_or_else(|| RequestError::NotFound(id.to_string()))?;
+            if record.state.is_finished() {
+                return finished(record);
+            }
         }
+        read = true;
         // Wait for this request's answer event, a resync, or the next poll.
         let wake = deadline.min(Instant::now() + POLL);
         loop {

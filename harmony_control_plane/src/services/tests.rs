@@ -84,7 +84,7 @@ pub(super) async fn agent(
         inbox.deliver.notify_one();
         loop {
             tokio::select! {
-                c = inbox.commands.recv() => {
+                c = &mut inbox.commands => {
                     let _ = closed_tx.send(c.unwrap());
                     return;
                 }
@@ -434,4 +434,44 @@ async fn a_queued_create_is_sent_once_its_type_is_advertised_and_a_cancelled_one
         1
     );
     assert!(requests::status(&cp, "q1.create.1", None).await.is_err());
+}
+
+#[tokio::test]
+async fn a_restart_on_sqlite_marks_every_session_of_a_previous_run_disconnected() {
+    use crate::store::Store;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("cp.sqlite")).unwrap());
+    // Sessions left connected by two earlier runs (replica ids differ between runs).
+    for (i, replica) in ["run-1", "run-1", "run-2", "run-2", "run-2"]
+        .iter()
+        .enumerate()
+    {
+        let region = format!("r{i}");
+        assert!(store.create_region(&region, "z").await.unwrap());
+        let s = crate::store::SessionRecord {
+            region,
+            zone: "z".into(),
+            replica: replica.to_string(),
+            conn: format!("c{i}"),
+            connected: true,
+            connected_at: 1,
+            disconnected_at: None,
+            last_heartbeat_at: 1,
+            hello_json: "{}".into(),
+            status_json: None,
+            services_json: None,
+            max_frame_bytes: 1024,
+        };
+        assert!(store.session_open(&s).await.unwrap());
+    }
+    let cp = ControlPlane::new(store.clone(), settings());
+    start(cp.clone()).await.unwrap();
+    let sessions = store.sessions().await.unwrap();
+    assert_eq!(sessions.len(), 5);
+    assert!(
+        sessions
+            .iter()
+            .all(|s| !s.connected && s.disconnected_at.is_some()),
+        "{sessions:?}"
+    );
 }

@@ -128,16 +128,24 @@ pub async fn run<S>(
 {
     let mut socket = Socket { ws };
     let limit = cp.settings.max_frame_bytes;
-    let hello = match socket.hello(limit).await {
+    // The one-off steps are boxed: their futures are allocated while they run instead of
+    // widening every connection's task for its whole life (an idle agent connection keeps only
+    // what `serve` waits on; see docs/benchmarks.md, memory per connection).
+    let hello = match Box::pin(socket.hello(limit)).await {
         Ok(h) => h,
         Err((code, reason)) => {
             log::info!("refused agent at {peer}: {reason}");
-            socket.close(code, &reason).await;
+            Box::pin(socket.close(code, &reason)).await;
             return;
         }
     };
-    let auth = match identities::authenticate(&cp, credential.as_ref(), &hello.region, &hello.zone)
-        .await
+    let auth = match Box::pin(identities::authenticate(
+        &cp,
+        credential.as_ref(),
+        &hello.region,
+        &hello.zone,
+    ))
+    .await
     {
         Ok(a) => a,
         Err(e) => {
@@ -149,7 +157,7 @@ pub async fn run<S>(
                 "refused agent at {peer} (region {}): {reason}",
                 hello.region
             );
-            socket.close(code, &reason).await;
+            Box::pin(socket.close(code, &reason)).await;
             return;
         }
     };
@@ -161,11 +169,13 @@ pub async fn run<S>(
         identity_expires_at: auth.expires_at,
         max_frame_bytes: limit as u64,
     });
-    if !socket.send(&welcome).await {
+    let sent = Box::pin(socket.send(&welcome)).await;
+    drop(welcome);
+    if !sent {
         log::info!("region {region}: connection from {peer} lost before welcome");
         return;
     }
-    let opened = match sessions::open(&cp, &hello).await {
+    let opened = match Box::pin(sessions::open(&cp, &hello)).await {
         Ok(Some(o)) => o,
         Ok(None) => {
             log::info!("region {region}: a newer connection holds the session; closing this one");
@@ -209,7 +219,7 @@ pub async fn run<S>(
         delivery: Delivery::new(&region, &hello.zone, hello.max_frame_bytes),
     };
     serve(&mut socket, &mut state, opened.inbox).await;
-    if let Err(e) = sessions::close(&cp, &region, &hello.zone, &conn).await {
+    if let Err(e) = Box::pin(sessions::close(&cp, &region, &hello.zone, &conn)).await {
         log::error!("{e}");
     }
     log::info!("region {region}: agent at {peer} disconnected");
@@ -234,7 +244,7 @@ async fn serve<S>(
         tokio::select! {
             () = &mut silent => {
                 log::info!("region {region}: no frame for {} ms, closing", silence.as_millis());
-                socket.close(1001, "no heartbeat").await;
+                Box::pin(socket.close(1001, "no heartbeat")).await;
                 return;
             }
             incoming = socket.ws.next() => {
@@ -244,35 +254,35 @@ async fn serve<S>(
                     Some(Err(e)) => {
                         log::info!("region {region}: connection ended: {e}");
                         if matches!(e, tokio_tungstenite::tungstenite::Error::Capacity(_)) {
-                            socket.close(MESSAGE_TOO_BIG, "frame too large").await;
+                            Box::pin(socket.close(MESSAGE_TOO_BIG, "frame too large")).await;
                         }
                         return;
                     }
                     Some(Ok(m)) => m,
                 };
                 let answers = match message {
-                    Message::Text(text) => state.handle_text(text.as_str()).await,
+                    Message::Text(text) => Box::pin(state.handle_text(text.as_str())).await,
                     Message::Binary(_) => vec![frames::binary_refused()],
                     _ => Vec::new(),
                 };
                 for answer in answers {
-                    if !socket.send(&answer).await {
+                    if !Box::pin(socket.send(&answer)).await {
                         return;
                     }
                 }
             }
-            command = inbox.commands.recv() => {
+            command = &mut inbox.commands => {
                 match command {
-                    Some(Command::Close(code, reason)) => {
+                    Ok(Command::Close(code, reason)) => {
                         log::info!("region {region}: closing connection: {reason}");
-                        socket.close(code, &reason).await;
+                        Box::pin(socket.close(code, &reason)).await;
                     }
-                    None => socket.close(close::REPLACED, sessions::REPLACED_REASON).await,
+                    Err(_) => Box::pin(socket.close(close::REPLACED, sessions::REPLACED_REASON)).await,
                 }
                 return;
             }
             () = inbox.deliver.notified() => {
-                let frames = match state.delivery.next(&state.cp).await {
+                let frames = match Box::pin(state.delivery.next(&state.cp)).await {
                     Ok(f) => f,
                     Err(e) => {
                         // Still stored: the next wake-up or poll delivers it.
@@ -284,7 +294,7 @@ async fn serve<S>(
                     if let Frame::Req(r) = &frame {
                         log::debug!("region {region}: delivering request {} ({})", r.id, r.op);
                     }
-                    if !socket.send(&frame).await {
+                    if !Box::pin(socket.send(&frame)).await {
                         return;
                     }
                 }

@@ -55,6 +55,9 @@ pub enum StoreConfig {
         url: String,
         /// Connections in this replica's pool (the LISTEN connection is extra).
         pool_size: usize,
+        /// How long a call waits for a free pooled connection before it fails as overloaded
+        /// (`--database-pool-wait-ms`).
+        pool_wait: std::time::Duration,
         /// PEM CA bundle that signs the server's certificate (`--database-ca-file`); the
         /// system's CAs when `None`.
         ca_file: Option<PathBuf>,
@@ -68,8 +71,12 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
         StoreConfig::Postgres {
             url,
             pool_size,
+            pool_wait,
             ca_file,
-        } => Arc::new(postgres::PostgresStore::connect(url, *pool_size, ca_file.as_deref()).await?),
+        } => Arc::new(
+            postgres::PostgresStore::connect(url, *pool_size, *pool_wait, ca_file.as_deref())
+                .await?,
+        ),
     })
 }
 
@@ -93,6 +100,9 @@ pub trait Store: TenancyStore + Send + Sync + 'static {
     /// Every zone of every region, by region, the region's first zone first, then by creation.
     /// A zone of a decommissioned region shows the region's decommission time.
     async fn zones(&self) -> Result<Vec<ZoneRecord>, StoreError>;
+    /// The zones of one region, ordered as [`Store::zones`] orders them (what placing one
+    /// request reads: an index lookup, not every zone).
+    async fn region_zones(&self, region: &str) -> Result<Vec<ZoneRecord>, StoreError>;
     /// Marks zone `zone` of `region` decommissioned and revokes its identities and bootstrap
     /// tokens; `Ok(false)` when it does not exist or already is decommissioned.
     async fn decommission_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError>;
@@ -183,6 +193,8 @@ pub trait Store: TenancyStore + Send + Sync + 'static {
     async fn session(&self, region: &str, zone: &str) -> Result<Option<SessionRecord>, StoreError>;
     /// Every session row, by region and zone.
     async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    /// The session rows of one region's zones, by zone.
+    async fn region_sessions(&self, region: &str) -> Result<Vec<SessionRecord>, StoreError>;
 
     // --- durable requests -------------------------------------------------------------------
 

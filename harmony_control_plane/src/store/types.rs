@@ -16,6 +16,9 @@ pub struct StoreError {
     pub op: &'static str,
     /// The database's or driver's error.
     pub cause: String,
+    /// No pooled connection was free within the pool's wait: the database is busy, not broken
+    /// (the HTTP edge answers 503 with `Retry-After` instead of 500).
+    pub overloaded: bool,
 }
 
 impl StoreError {
@@ -25,12 +28,37 @@ impl StoreError {
             backend,
             op,
             cause: cause.to_string(),
+            overloaded: false,
+        }
+    }
+
+    /// `op` could not start: every pooled connection of `backend` stayed busy for `waited`.
+    pub fn overloaded(
+        backend: &'static str,
+        op: &'static str,
+        waited: std::time::Duration,
+    ) -> Self {
+        Self {
+            backend,
+            op,
+            cause: format!(
+                "no database connection was free within {} s (all busy)",
+                waited.as_secs()
+            ),
+            overloaded: true,
         }
     }
 }
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.overloaded {
+            return write!(
+                f,
+                "the control plane is overloaded: state database ({}): cannot {}: {}; retry later, or raise --database-pool-size if the database has room",
+                self.backend, self.op, self.cause
+            );
+        }
         let hint = match self.backend {
             "sqlite" => {
                 "check that the --db file is writable and not used by another control plane"

@@ -698,3 +698,109 @@ fn the_agents_benchmark_runs_at_a_tiny_size() {
         assert!(stdout.contains(line), "{line:?} missing:\n{stdout}");
     }
 }
+
+/// A replica whose only pooled PostgreSQL connection is stuck (its query waits on a table lock
+/// the test holds) answers the calls that cannot get a connection 503 with `Retry-After` and
+/// the `overloaded` code, never 500; once the lock goes, it answers normally again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_busy_database_pool_is_answered_503_with_retry_after_not_500() {
+    let options = ControlPlaneOptions {
+        extra_args: [
+            "--database-pool-size",
+            "1",
+            "--database-pool-wait-ms",
+            "300",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..ControlPlaneOptions::default()
+    };
+    let ha = tokio::task::block_in_place(|| {
+        Replicas::start(std::path::Path::new(CP_BIN), 1, options, 16)
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let admin = ha.client(0);
+    admin
+        .create_region(
+            &RegionId::parse("eu").unwrap(),
+            &ZoneId::parse("z1").unwrap(),
+        )
+        .await
+        .unwrap();
+
+    // Hold a lock every request's first read waits on, from a connection of our own.
+    let (db, conn) = tokio_postgres::connect(&ha.pg.url("harmony"), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    let driver = tokio::spawn(conn);
+    db.batch_execute("BEGIN; LOCK TABLE regions IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+
+    let http = harmony_http::ClientSettings::new()
+        .ca_pem(Some(ha.pki.ca_pem.as_bytes()))
+        .build()
+        .unwrap();
+    let url = format!("{}/v1/regions/eu/requests", ha.replicas[0].url());
+    let calls = (0..8).map(|i| {
+        let (http, url, token) = (http.clone(), url.clone(), ha.admin_token.clone());
+        async move {
+            let r = http
+                .post(&url)
+                .bearer_auth(token)
+                .json(&json!({"id": format!("busy-{i}"), "op": "get_inventory", "params": {}, "timeout_s": 1}))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let retry_after = r
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            (status, retry_after, body)
+        }
+    });
+    // One call holds the connection, blocked on the lock, until the lock goes: take the
+    // other seven answers first, then release it and take the last.
+    let mut pending: futures::stream::FuturesUnordered<_> = calls.collect();
+    let mut answers = Vec::new();
+    while answers.len() < 7 {
+        let next = tokio::time::timeout(WAIT, pending.next()).await;
+        answers.push(
+            next.expect("a call answered while the pool is busy")
+                .unwrap(),
+        );
+    }
+    db.batch_execute("ROLLBACK").await.unwrap();
+    while let Some(a) = tokio::time::timeout(WAIT, pending.next())
+        .await
+        .expect("the last call answered once the lock is gone")
+    {
+        answers.push(a);
+    }
+
+    let busy: Vec<_> = answers.iter().filter(|(s, ..)| *s == 503).collect();
+    assert!(
+        !busy.is_empty(),
+        "7 of 8 calls could not get the one connection: {answers:?}"
+    );
+    for (status, retry_after, body) in &answers {
+        assert_ne!(*status, 500, "overload must not be a 500: {body}");
+        if *status == 503 {
+            assert_eq!(retry_after.as_deref(), Some("1"), "{body}");
+            assert_eq!(body["code"], "overloaded", "{body}");
+            let message = body["error"].as_str().unwrap_or_default();
+            assert!(
+                message.starts_with("the control plane is overloaded"),
+                "{message}"
+            );
+        }
+    }
+    // The lock gone, the same replica answers again.
+    let regions = admin.regions().await.unwrap();
+    assert_eq!(regions.len(), 1);
+    drop(db);
+    let _ = driver.await;
+}

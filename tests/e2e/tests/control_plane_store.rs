@@ -59,6 +59,7 @@ impl Db {
             Db::Postgres { url, .. } => StoreConfig::Postgres {
                 url: url.clone(),
                 pool_size: 4,
+                pool_wait: std::time::Duration::from_secs(10),
                 ca_file: None,
             },
         }

@@ -27,6 +27,22 @@ pub(super) async fn zones(c: &Client) -> Result<Vec<ZoneRecord>, Error> {
             &[],
         )
         .await?;
+    zone_rows(&rows)
+}
+
+pub(super) async fn region_zones(c: &Client, region: &str) -> Result<Vec<ZoneRecord>, Error> {
+    let rows = c
+        .query(
+            &format!(
+                "{ZONE_SELECT} WHERE z.region = $1 ORDER BY z.zone <> r.zone, z.created_at, z.zone"
+            ),
+            &[&region],
+        )
+        .await?;
+    zone_rows(&rows)
+}
+
+fn zone_rows(rows: &[tokio_postgres::Row]) -> Result<Vec<ZoneRecord>, Error> {
     rows.iter()
         .map(|r| {
             Ok(ZoneRecord {

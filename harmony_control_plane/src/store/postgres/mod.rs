@@ -35,8 +35,6 @@ const BACKEND: &str = "postgres";
 const EVENT_BUFFER: usize = 4096;
 /// Used when the URL sets no `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a call waits for a free pooled connection before failing.
-const POOL_WAIT: Duration = Duration::from_secs(10);
 /// TCP keepalive idle time, so a dead server is noticed on idle connections.
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 
@@ -83,6 +81,8 @@ impl fmt::Display for Error {
 /// The PostgreSQL store. Dropping it stops its event listener.
 pub struct PostgresStore {
     pool: Pool,
+    /// How long a call waits for a pooled connection.
+    wait: Duration,
     events: broadcast::Sender<Event>,
     listener: JoinHandle<()>,
 }
@@ -105,12 +105,14 @@ macro_rules! pooled {
 impl PostgresStore {
     /// Connects to `url` (`postgres://user:password@host:port/dbname?sslmode=require`), creates
     /// or checks the schema (serialised between replicas by an advisory lock) and starts
-    /// listening for events. `pool_size` connections at most, plus one for events. TLS follows
+    /// listening for events. `pool_size` connections at most, plus one for events; a call
+    /// waits up to `pool_wait` for a free one, then fails as overloaded. TLS follows
     /// the URL's `sslmode`, verifying the server against the PEM CAs of `ca_file` (or the
     /// system's).
     pub async fn connect(
         url: &str,
         pool_size: usize,
+        pool_wait: Duration,
         ca_file: Option<&Path>,
     ) -> Result<Self, StoreError> {
         let fail = |op, cause: String| StoreError::new(BACKEND, op, cause);
@@ -141,7 +143,7 @@ impl PostgresStore {
         let pool = Pool::builder(manager)
             .max_size(pool_size)
             .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT))
+            .wait_timeout(Some(pool_wait))
             .create_timeout(Some(CONNECT_TIMEOUT))
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
@@ -162,16 +164,20 @@ impl PostgresStore {
         let listener = events::spawn(config, tls, first, events.clone());
         Ok(Self {
             pool,
+            wait: pool_wait,
             events,
             listener,
         })
     }
 
     async fn client(&self, op: &'static str) -> Result<deadpool_postgres::Client, StoreError> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| StoreError::new(BACKEND, op, tls::explain(&e)))
+        self.pool.get().await.map_err(|e| match e {
+            // Every connection stayed busy: overload, which the HTTP edge answers with 503.
+            deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
+                StoreError::overloaded(BACKEND, op, self.wait)
+            }
+            e => StoreError::new(BACKEND, op, tls::explain(&e)),
+        })
     }
 }
 
@@ -191,6 +197,10 @@ impl Store for PostgresStore {
 
     async fn zones(&self) -> Result<Vec<ZoneRecord>, StoreError> {
         pooled!(self, "list zones", c => identity::zones(&c))
+    }
+
+    async fn region_zones(&self, region: &str) -> Result<Vec<ZoneRecord>, StoreError> {
+        pooled!(self, "list a region's zones", c => identity::region_zones(&c, region))
     }
 
     async fn decommission_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError> {
@@ -298,6 +308,10 @@ impl Store for PostgresStore {
 
     async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         pooled!(self, "list sessions", c => sessions::all(&c))
+    }
+
+    async fn region_sessions(&self, region: &str) -> Result<Vec<SessionRecord>, StoreError> {
+        pooled!(self, "list a region's sessions", c => sessions::of_region(&c, region))
     }
 
     async fn submit_request(&self, r: &NewRequest) -> Result<Submitted, StoreError> {

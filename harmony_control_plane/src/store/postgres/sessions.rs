@@ -130,6 +130,16 @@ pub(super) async fn one(
     r.as_ref().map(row).transpose()
 }
 
+pub(super) async fn of_region(c: &Client, region: &str) -> Result<Vec<SessionRecord>, Error> {
+    let rows = c
+        .query(
+            &format!("SELECT {COLUMNS} FROM sessions WHERE region = $1 ORDER BY zone"),
+            &[&region],
+        )
+        .await?;
+    rows.iter().map(row).collect()
+}
+
 pub(super) async fn all(c: &Client) -> Result<Vec<SessionRecord>, Error> {
     let rows = c
         .query(

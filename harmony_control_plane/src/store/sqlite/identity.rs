@@ -34,6 +34,14 @@ pub(super) fn zones(c: &Connection) -> rusqlite::Result<Vec<ZoneRecord>> {
     rows.collect()
 }
 
+pub(super) fn region_zones(c: &Connection, region: &str) -> rusqlite::Result<Vec<ZoneRecord>> {
+    let mut stmt = c.prepare(&format!(
+        "{ZONE_SELECT} WHERE z.region = ?1 ORDER BY z.zone <> r.zone, z.created_at, z.zone"
+    ))?;
+    let rows = stmt.query_map([region], zone_row)?;
+    rows.collect()
+}
+
 pub(super) fn add_zone(c: &mut Connection, region: &str, zone: &str) -> rusqlite::Result<bool> {
     let tx = c.transaction()?;
     let active_region: bool = tx.query_row(

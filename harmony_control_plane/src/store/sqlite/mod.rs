@@ -123,6 +123,14 @@ impl Store for SqliteStore {
         self.run("list zones", |c| identity::zones(c)).await
     }
 
+    async fn region_zones(&self, region: &str) -> Result<Vec<ZoneRecord>, StoreError> {
+        let region = region.to_owned();
+        self.run("list a region's zones", move |c| {
+            identity::region_zones(c, &region)
+        })
+        .await
+    }
+
     async fn decommission_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError> {
         let (region, zone) = (region.to_owned(), zone.to_owned());
         self.run("decommission a zone", move |c| {
@@ -254,6 +262,14 @@ impl Store for SqliteStore {
 
     async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
         self.run("list sessions", |c| sessions::all(c)).await
+    }
+
+    async fn region_sessions(&self, region: &str) -> Result<Vec<SessionRecord>, StoreError> {
+        let region = region.to_owned();
+        self.run("list a region's sessions", move |c| {
+            sessions::of_region(c, &region)
+        })
+        .await
     }
 
     async fn submit_request(&self, r: &NewRequest) -> Result<Submitted, StoreError> {

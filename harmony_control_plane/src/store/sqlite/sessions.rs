@@ -116,6 +116,14 @@ pub(super) fn one(
     .optional()
 }
 
+pub(super) fn of_region(c: &Connection, region: &str) -> rusqlite::Result<Vec<SessionRecord>> {
+    let mut stmt = c.prepare(&format!(
+        "SELECT {COLUMNS} FROM sessions WHERE region = ?1 ORDER BY zone"
+    ))?;
+    let rows = stmt.query_map([region], row)?;
+    rows.collect()
+}
+
 pub(super) fn all(c: &Connection) -> rusqlite::Result<Vec<SessionRecord>> {
     let mut stmt = c.prepare(&format!(
         "SELECT {COLUMNS} FROM sessions ORDER BY region, zone"

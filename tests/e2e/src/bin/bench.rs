@@ -22,11 +22,14 @@ use serde_json::Value;
 
 type BenchResult<T> = Result<T, String>;
 
-/// The benchmarks `all` runs, in order: name on the command line and binary.
-const BENCHES: [(&str, &str); 3] = [
+/// The benchmarks `all` runs, in order: name and binary. `agents` on the command line runs
+/// both agent runs: 10,000 agents on one process (memory per connection, the restart storm)
+/// and the most one process can hold (100,000 asked).
+const BENCHES: [(&str, &str); 4] = [
     ("apply", "bench_apply"),
     ("render", "bench_render"),
     ("agents", "bench_agents"),
+    ("agents-scale", "bench_agents"),
 ];
 
 struct Options {
@@ -36,9 +39,10 @@ struct Options {
     objects: Option<String>,
     hosts: Option<String>,
     agents: Option<String>,
+    scale_agents: Option<String>,
 }
 
-const USAGE: &str = "usage: bench all|apply|render|agents [--tiny] [--runs N] [--objects N[,N...]] [--hosts N] [--agents N]";
+const USAGE: &str = "usage: bench all|apply|render|agents [--tiny] [--runs N] [--objects N[,N...]] [--hosts N] [--agents N] [--scale-agents N]";
 
 fn parse_args() -> BenchResult<Options> {
     let mut args = std::env::args().skip(1);
@@ -49,13 +53,19 @@ fn parse_args() -> BenchResult<Options> {
             println!("{USAGE}");
             std::process::exit(0);
         }
-        other => vec![
-            BENCHES
+        other => {
+            let picked: Vec<&'static str> = BENCHES
                 .iter()
                 .map(|(name, _)| *name)
-                .find(|name| *name == other)
-                .ok_or(format!("unknown benchmark {other:?}; {USAGE}"))?,
-        ],
+                .filter(|name| {
+                    *name == other || name.strip_prefix(other).is_some_and(|r| r.starts_with('-'))
+                })
+                .collect();
+            if picked.is_empty() {
+                return Err(format!("unknown benchmark {other:?}; {USAGE}"));
+            }
+            picked
+        }
     };
     let mut o = Options {
         selected,
@@ -64,6 +74,7 @@ fn parse_args() -> BenchResult<Options> {
         objects: None,
         hosts: None,
         agents: None,
+        scale_agents: None,
     };
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value; {USAGE}"));
@@ -73,6 +84,7 @@ fn parse_args() -> BenchResult<Options> {
             "--objects" => o.objects = Some(value()?),
             "--hosts" => o.hosts = Some(value()?),
             "--agents" => o.agents = Some(value()?),
+            "--scale-agents" => o.scale_agents = Some(value()?),
             other => return Err(format!("unknown argument {other:?}; {USAGE}")),
         }
     }
@@ -101,12 +113,15 @@ fn child_args(name: &str, o: &Options) -> Vec<String> {
             "--runs".into(),
             runs,
         ],
-        _ => {
+        // One process: memory per connection and the restart storm at 10,000 agents.
+        "agents" => {
             let mut a = vec![
                 "--replicas".into(),
-                "3".into(),
+                "1".into(),
                 "--agents".into(),
                 pick(&o.agents, "10000", "24"),
+                "--figures".into(),
+                "memory,restart".into(),
             ];
             if o.tiny {
                 a.extend(
@@ -114,6 +129,47 @@ fn child_args(name: &str, o: &Options) -> Vec<String> {
                 );
             }
             a
+        }
+        // The most agents one process holds (100,000 asked). Tiny: 3 replicas behind haproxy
+        // with a failover, so CI keeps that path working too.
+        _ => {
+            if o.tiny {
+                let agents = pick(&o.scale_agents, "", "24");
+                [
+                    "--replicas",
+                    "3",
+                    "--agents",
+                    &agents,
+                    "--requests",
+                    "12",
+                    "--heartbeat-s",
+                    "1",
+                    "--window-s",
+                    "1",
+                    "--figures",
+                    "held,failover",
+                ]
+                .map(String::from)
+                .to_vec()
+            } else {
+                let agents = pick(&o.scale_agents, "100000", "");
+                [
+                    "--replicas",
+                    "1",
+                    "--agents",
+                    &agents,
+                    "--requests",
+                    "200",
+                    "--window-s",
+                    "10",
+                    "--restart",
+                    "0",
+                    "--figures",
+                    "held",
+                ]
+                .map(String::from)
+                .to_vec()
+            }
         }
     };
     args

@@ -168,6 +168,7 @@ async fn postgres_listener_reconnects_after_a_database_crash_and_asks_for_resync
     let config = StoreConfig::Postgres {
         url,
         pool_size: 2,
+        pool_wait: std::time::Duration::from_secs(10),
         ca_file: None,
     };
     let (a, b) = (

@@ -25,6 +25,7 @@ fn config(url: &str, ca_file: Option<PathBuf>) -> StoreConfig {
     StoreConfig::Postgres {
         url: url.to_string(),
         pool_size: 2,
+        pool_wait: std::time::Duration::from_secs(10),
         ca_file,
     }
 }

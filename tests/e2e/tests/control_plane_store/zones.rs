@@ -47,6 +47,14 @@ pub(super) async fn zones_are_added_listed_and_decommissioned_one_by_one(db: Db)
         zones,
         [("eu".into(), "a".into()), ("eu".into(), "b".into())]
     );
+    // One region's zones (what placing a request reads), in the same order.
+    let of = |v: Vec<harmony_control_plane::store::ZoneRecord>| {
+        v.into_iter()
+            .map(|z| (z.region, z.zone))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of(s.region_zones("eu").await.unwrap()), zones);
+    assert!(s.region_zones("nowhere").await.unwrap().is_empty());
 
     // Each zone has its own bootstrap token: minting b's does not revoke a's.
     let a_id = s
@@ -169,6 +177,28 @@ pub(super) async fn sessions_and_requests_are_kept_per_zone(db: Db) {
     assert_eq!(s.session("eu", "a").await.unwrap().unwrap().conn, "conn-a");
     assert_eq!(s.session("eu", "b").await.unwrap().unwrap().conn, "conn-b");
     assert_eq!(s.sessions().await.unwrap().len(), 2);
+    // One region's sessions, by zone, and no other region's.
+    s.create_region("us", "c").await.unwrap();
+    let mut us = session("c", "conn-c", 250);
+    us.region = "us".into();
+    assert!(s.session_open(&us).await.unwrap());
+    let conns = |v: Vec<harmony_control_plane::store::SessionRecord>| {
+        v.into_iter().map(|r| r.conn).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        conns(s.region_sessions("eu").await.unwrap()),
+        ["conn-a", "conn-b"]
+    );
+    assert_eq!(conns(s.region_sessions("us").await.unwrap()), ["conn-c"]);
+    // And one region's zones, no other region's.
+    let zones = s.region_zones("us").await.unwrap();
+    assert_eq!(
+        zones
+            .iter()
+            .map(|z| (z.region.as_str(), z.zone.as_str()))
+            .collect::<Vec<_>>(),
+        [("us", "c")]
+    );
     assert!(s.session_close("eu", "conn-b", 300).await.unwrap());
     assert!(s.session("eu", "a").await.unwrap().unwrap().connected);
 
