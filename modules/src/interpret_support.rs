@@ -21,3 +21,20 @@ pub(crate) fn version() -> harmony_types::Version {
     harmony_types::Version::parse(env!("CARGO_PKG_VERSION"))
         .unwrap_or_else(|_| harmony_types::Version::new(0, 0, 0))
 }
+
+/// Bytes for people, in binary units with one decimal: `48.0 MiB`.
+#[cfg(any(feature = "okd", feature = "postgresql"))]
+pub(crate) fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

@@ -15,11 +15,9 @@ use harmony::domain::{
 };
 use harmony_types::Version;
 
-use super::node_identity::{NodeNames, transient};
+use super::node_identity::{NodeNames, POLL, read_or_wait};
 use super::nodes::DEFAULT_NODE_TIMEOUT;
 use super::{OkdTopology, capability_error, load_balancer_services, version};
-
-const POLL: Duration = Duration::from_secs(2);
 
 /// The ports whose backends the bootstrap host serves only while the cluster bootstraps.
 pub const BOOTSTRAP_PORTS: [u16; 2] = [6443, 22623];
@@ -131,14 +129,9 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdBootstrapRemovalScore {
         let names = NodeNames::new(layout, control_plane.iter().map(String::as_str));
         let started = Instant::now();
         loop {
-            let nodes = match topology.nodes().await {
-                Ok(n) => n,
-                Err(e) if transient(&e) && started.elapsed() < self.timeout => {
-                    report_progress(format!("{e}; retrying"));
-                    tokio::time::sleep(POLL).await;
-                    continue;
-                }
-                Err(e) => return Err(capability_error("listing Nodes", &[])(e)),
+            let read = read_or_wait(topology.nodes().await, started, self.timeout);
+            let Some(nodes) = read.await.map_err(capability_error("listing Nodes", &[]))? else {
+                continue;
             };
             let statuses = names.statuses(&control_plane, &nodes);
             let waiting: Vec<String> = statuses

@@ -2,6 +2,7 @@
 //! names a host's kubelet may register with, and the kubelet CSRs that may be approved.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 use harmony::domain::capability::cluster_nodes::{
     KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, NODE_BOOTSTRAPPER, NODES_GROUP, node_user,
@@ -10,6 +11,10 @@ use harmony::domain::capability::{
     CapabilityError, ClusterLayout, NodeReadiness, NodeStatus, PendingCsr,
 };
 use harmony::domain::inventory::HostRole;
+use harmony::domain::report_progress;
+
+/// How often the join and bootstrap-removal phases look at the cluster again.
+pub(crate) const POLL: Duration = Duration::from_secs(2);
 
 /// The Node names a bound host may register with: its short name and its full name in the
 /// cluster domain (what its kubelet picks depends on the host's DNS settings).
@@ -142,6 +147,24 @@ pub(crate) fn classify(csr: &PendingCsr, names: &NodeNames, role: HostRole) -> V
 /// bootstrapping, restarting, the load balancer reloading); anything else will not pass.
 pub(crate) fn transient(e: &CapabilityError) -> bool {
     matches!(e, CapabilityError::Unreachable { .. })
+}
+
+/// One cluster read inside a wait loop: its value, or `None` after a transient failure while
+/// time is left (reported, then one [`POLL`] slept: the caller starts its next round).
+pub(crate) async fn read_or_wait<T>(
+    read: Result<T, CapabilityError>,
+    started: Instant,
+    timeout: Duration,
+) -> Result<Option<T>, CapabilityError> {
+    match read {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if transient(&e) && started.elapsed() < timeout => {
+            report_progress(format!("{e}; retrying"));
+            tokio::time::sleep(POLL).await;
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// One CSR left pending, as the report lists it.

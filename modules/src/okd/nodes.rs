@@ -14,14 +14,13 @@ use harmony::domain::{
 };
 use harmony_types::{MacAddress, Version};
 
-use super::node_identity::{NodeNames, Verdict, classify, describe_left, describe_node, transient};
+use super::node_identity::{
+    NodeNames, POLL, Verdict, classify, describe_left, describe_node, read_or_wait, transient,
+};
 use super::{OkdTopology, capability_error, version};
 
 /// How long a join phase waits for its nodes unless told otherwise.
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
-
-/// How often the Nodes and CSRs are read while waiting.
-const POLL: Duration = Duration::from_secs(2);
 
 /// Waits for the hosts of one role to join the installed cluster as Ready nodes, approving
 /// their kubelets' CSRs: the node-bootstrapper's client CSR for `system:node:<host>` and then
@@ -140,14 +139,12 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
         let mut approved: Vec<String> = Vec::new();
         let started = Instant::now();
         loop {
-            let pending = match topology.pending_csrs().await {
-                Ok(p) => p,
-                Err(e) if transient(&e) && started.elapsed() < self.timeout => {
-                    report_progress(format!("{e}; retrying"));
-                    tokio::time::sleep(POLL).await;
-                    continue;
-                }
-                Err(e) => return Err(capability_error("listing pending CSRs", &changes)(e)),
+            let read = read_or_wait(topology.pending_csrs().await, started, self.timeout);
+            let Some(pending) = read
+                .await
+                .map_err(capability_error("listing pending CSRs", &changes))?
+            else {
+                continue;
             };
             let mut left: Vec<String> = Vec::new();
             for csr in &pending {
@@ -195,14 +192,12 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
                     diff: Vec::new(),
                 });
             }
-            let nodes = match topology.nodes().await {
-                Ok(n) => n,
-                Err(e) if transient(&e) && started.elapsed() < self.timeout => {
-                    report_progress(format!("{e}; retrying"));
-                    tokio::time::sleep(POLL).await;
-                    continue;
-                }
-                Err(e) => return Err(capability_error("listing Nodes", &changes)(e)),
+            let read = read_or_wait(topology.nodes().await, started, self.timeout);
+            let Some(nodes) = read
+                .await
+                .map_err(capability_error("listing Nodes", &changes))?
+            else {
+                continue;
             };
             let statuses = names.statuses(&bound, &nodes);
             // A registered Node proves its host booted the installer: a later hosts phase

@@ -7,6 +7,8 @@ use harmony::domain::capability::{HostMatch, RoleRule};
 use harmony::domain::inventory::{HostRole, PhysicalHost};
 use harmony_types::Id;
 
+use crate::interpret_support::human;
+
 /// A host's hardware in one line: id, MACs, CPUs, memory and each disk with its size and kind.
 pub(super) fn describe(h: &PhysicalHost) -> String {
     let macs: Vec<String> = h.macs.iter().map(ToString::to_string).collect();
@@ -17,7 +19,7 @@ pub(super) fn describe(h: &PhysicalHost) -> String {
             format!(
                 "{} {} {}",
                 d.name,
-                size(d.size_bytes),
+                human(d.size_bytes),
                 if d.rotational { "HDD" } else { "SSD" }
             )
         })
@@ -31,7 +33,7 @@ pub(super) fn describe(h: &PhysicalHost) -> String {
             macs.join(", ")
         },
         h.cpu_count,
-        size(h.memory_bytes),
+        human(h.memory_bytes),
         if disks.is_empty() {
             "no disk reported".to_string()
         } else {
@@ -42,22 +44,6 @@ pub(super) fn describe(h: &PhysicalHost) -> String {
             .map(|s| format!("; serial {s}"))
             .unwrap_or_default()
     )
-}
-
-/// Bytes in binary units with one decimal (`15.6 GiB`), as memory and disks are compared.
-fn size(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
 }
 
 /// The hosts `--assign` rules of `role` give that role: every host a MAC rule names, then the
