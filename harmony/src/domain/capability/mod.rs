@@ -7,6 +7,7 @@ pub mod ha_cluster;
 pub mod host_inventory;
 pub mod http;
 pub mod k8s;
+pub mod k8s_status;
 pub mod load_balancer;
 pub mod postgresql;
 pub mod postgresql_distributed;
@@ -19,6 +20,7 @@ pub mod tftp;
 pub use k8s::{
     ApplyFailure, ApplyOptions, K8sClient, K8sObject, ObjectRef, WaitCondition, WaitOutcome,
 };
+pub use k8s_status::{ObjectStatus, Readiness, object_status, pod_failure, selector_matches, selects_pods};
 pub use postgresql::{
     CNPG_HEALTHY_PHASE, ClusterStatus, ComputeResources, CredentialsLookup, Lsn, PostgreSQL,
     PostgresCluster, PrimaryExposure, Reading, ReplicationCredentials, ReplicationReport,
