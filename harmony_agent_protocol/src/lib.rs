@@ -37,7 +37,7 @@ pub mod logging;
 use serde::{Deserialize, Serialize};
 
 pub use codec::{DecodeError, decode, decode_with_limit, encode, encoded_len};
-pub use ops::{Op, WireChange, WireFieldChange, WireObjectRef};
+pub use ops::{Op, WireChange, WireFieldChange, WireObjectRef, WireStatus};
 pub use raw::RawJson;
 pub use secret::{SecretString, scrub};
 pub use services::{
@@ -118,6 +118,9 @@ pub mod code {
     pub const UNREACHABLE: &str = "unreachable";
     /// Something timed out.
     pub const TIMEOUT: &str = "timeout";
+    /// Applied objects did not become current (a failed rollout, or the wait timed out); the
+    /// error's `applied` changes carry each object's status.
+    pub const NOT_CURRENT: &str = "not_current";
     /// Not supported in this mode or backend.
     pub const UNSUPPORTED: &str = "unsupported";
     /// No provider of this agent holds the service type.

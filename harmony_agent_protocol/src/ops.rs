@@ -100,6 +100,23 @@ pub struct WireChange {
     /// Field-level diff.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub diff: Vec<WireFieldChange>,
+    /// The object's status when the apply's wait ended (absent when nothing waited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<WireStatus>,
+}
+
+/// An applied object's status after the agent waited for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireStatus {
+    /// `current`, `in_progress`, `failed` or `not_found`.
+    pub state: String,
+    /// The controller's reason (`ProgressDeadlineExceeded`, `CrashLoopBackOff`, ...).
+    pub reason: String,
+    /// One line, in the controller's words where it gave some.
+    pub message: String,
+    /// Milliseconds from the start of the wait until the object was first current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_current_ms: Option<u64>,
 }
 
 /// `apply_manifests` params.
@@ -119,6 +136,10 @@ pub struct ApplyManifestsParams {
     /// Delete owned objects no longer declared.
     #[serde(default)]
     pub prune: bool,
+    /// Wait up to this many seconds for the applied objects to be current (rolled out, bound,
+    /// complete), reporting status transitions as progress; absent: do not wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_timeout_s: Option<u64>,
 }
 
 /// `apply_manifests` and `delete_manifests` result.

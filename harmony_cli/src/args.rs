@@ -12,7 +12,7 @@ pub struct Args {
     pub common: CommonArgs,
     /// `--kubeconfig`, `--context`.
     pub cluster: ClusterArgs,
-    /// `--prune`, `--force-conflicts`.
+    /// `--prune`, `--force-conflicts`, `--no-wait`, `--wait-timeout`.
     pub ownership: OwnershipArgs,
     /// `--apply`, `--inventory`, `--roles`, `--discovery-timeout`, `--assign`.
     pub bare_metal: BareMetalArgs,
@@ -98,6 +98,31 @@ pub struct OwnershipArgs {
     /// Take ownership of fields another field manager owns instead of failing (as kubectl's flag).
     #[arg(long)]
     pub force_conflicts: bool,
+
+    /// End each apply when the server accepted its objects, without waiting for them to be
+    /// current (rolled out, bound, complete).
+    #[arg(long)]
+    pub no_wait: bool,
+
+    /// How long an apply waits for its objects to be current before failing, naming each one
+    /// that is not [default: 300].
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86_400), conflicts_with = "no_wait")]
+    pub wait_timeout: Option<u64>,
+}
+
+impl OwnershipArgs {
+    /// The wait policy these flags ask for.
+    pub fn wait_policy(&self) -> harmony::domain::WaitPolicy {
+        use harmony::domain::WaitPolicy;
+        if self.no_wait {
+            WaitPolicy::disabled()
+        } else {
+            WaitPolicy::within(
+                self.wait_timeout
+                    .map_or(WaitPolicy::DEFAULT_TIMEOUT, std::time::Duration::from_secs),
+            )
+        }
+    }
 }
 
 /// Flags of bare-metal programs.

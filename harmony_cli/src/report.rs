@@ -97,6 +97,9 @@ impl RunReport {
                         let _ = writeln!(s, "      {verb:<10} {}", c.object);
                     }
                 }
+                if let Some(st) = &c.status {
+                    let _ = writeln!(s, "          {}", status_line(st));
+                }
                 for d in &c.diff {
                     let _ = writeln!(
                         s,
@@ -148,5 +151,17 @@ fn planned(a: ChangeAction) -> &'static str {
         ChangeAction::Update => "~ update",
         ChangeAction::Unchanged => "= same",
         ChangeAction::Delete => "- delete",
+    }
+}
+
+/// `current after 3.2 s (Available): Deployment is available. Replicas: 2`, or what the object
+/// was when the wait ended.
+fn status_line(st: &harmony::domain::WaitedStatus) -> String {
+    let s = &st.status;
+    match (s.state, st.time_to_current_s) {
+        (harmony::domain::capability::Readiness::Current, Some(t)) => {
+            format!("current after {t:.1} s ({}): {}", s.reason, s.message)
+        }
+        _ => format!("{} ({}): {}", s.state, s.reason, s.message),
     }
 }

@@ -165,6 +165,7 @@ where
             .discovery_timeout
             .map(std::time::Duration::from_secs),
         assign: args.bare_metal.assign.clone(),
+        wait: args.ownership.wait_policy(),
         operator: OperatorHandle::new(CliOperator::new(
             args.common.yes,
             console.interactive,
@@ -280,13 +281,17 @@ where
     report.exit_code
 }
 
-/// `--prune`/`--force-conflicts` on a topology that renders unless a cluster is named: without
+/// `--prune`/`--force-conflicts`/`--no-wait`/`--wait-timeout` on a topology that renders unless a cluster is named: without
 /// `--kubeconfig`/`--context` nothing is live to prune or take over, so the flag would be ignored.
 fn ownership_without_a_cluster<T: TopologyFlags>(args: &Args) -> Option<String> {
     let flag = if args.ownership.prune {
         "--prune"
     } else if args.ownership.force_conflicts {
         "--force-conflicts"
+    } else if args.ownership.no_wait {
+        "--no-wait"
+    } else if args.ownership.wait_timeout.is_some() {
+        "--wait-timeout"
     } else {
         return None;
     };

@@ -184,6 +184,7 @@ mod tests {
             action: ChangeAction::Create,
             location: None,
             diff: vec![],
+            status: None,
         }]);
         let (v, next) = judge(Ok(outcome), RESYNC);
         assert!(v.ready);

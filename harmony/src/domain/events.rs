@@ -65,6 +65,15 @@ pub fn report_progress(message: impl Into<String>) {
     let _ = PROGRESS.try_with(|sink| sink(message));
 }
 
+/// Runs `fut` with `sink` receiving its `report_progress` calls (outside a Maestro run too:
+/// the region agent forwards an apply's progress lines as progress frames).
+pub async fn capture_progress<F: std::future::Future>(
+    sink: Arc<dyn Fn(String) + Send + Sync>,
+    fut: F,
+) -> F::Output {
+    with_progress(sink, fut).await
+}
+
 /// Runs `fut` with `sink` receiving its `report_progress` calls.
 pub(crate) async fn with_progress<F: std::future::Future>(
     sink: Arc<dyn Fn(String) + Send + Sync>,

@@ -14,13 +14,13 @@ pub mod redact;
 pub mod score;
 pub mod topology;
 
-pub use events::{HarmonyEvent, report_progress};
+pub use events::{HarmonyEvent, capture_progress, report_progress};
 pub use interpret::{Interpret, InterpretName};
 pub use inventory::Inventory;
 pub use maestro::{Maestro, RunOptions, ScoreReport, ScoreStatus};
-pub use mode::{ExecutionMode, RunContext};
+pub use mode::{ExecutionMode, RunContext, WaitPolicy};
 pub use outcome::{
-    ChangeAction, FieldChange, InterpretError, ObjectChange, Outcome, OutcomeStatus,
+    ChangeAction, FieldChange, InterpretError, ObjectChange, Outcome, OutcomeStatus, WaitedStatus,
 };
 pub use score::{Score, ValidationError};
 pub use topology::{PreparationError, PreparationOutcome, Topology};

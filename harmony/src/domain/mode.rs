@@ -74,6 +74,47 @@ pub struct RunContext {
     pub operator: OperatorHandle,
     /// `--assign ROLE=RULE`: rules giving discovered hosts roles without a terminal.
     pub assign: Vec<super::capability::RoleRule>,
+    /// `--no-wait`, `--wait-timeout`: whether an apply waits for its objects to be current.
+    pub wait: WaitPolicy,
+}
+
+/// Whether, and how long, an apply waits for its objects to become current (rolled out,
+/// bound, complete) before it counts as done. On by default in apply mode: a PATCH that landed
+/// is not a Deployment that rolled out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitPolicy {
+    /// `false` with `--no-wait`: an apply ends when the server accepted every object.
+    pub enabled: bool,
+    /// `--wait-timeout`: how long objects get to become current before the apply fails
+    /// naming the ones that did not.
+    pub timeout: Duration,
+}
+
+impl WaitPolicy {
+    /// The default timeout: five minutes, as `helm --wait`.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+    /// Waiting off (`--no-wait`).
+    pub const fn disabled() -> Self {
+        Self {
+            enabled: false,
+            timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Waiting on, with `timeout`.
+    pub const fn within(timeout: Duration) -> Self {
+        Self {
+            enabled: true,
+            timeout,
+        }
+    }
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        Self::within(Self::DEFAULT_TIMEOUT)
+    }
 }
 
 impl Default for RunContext {
@@ -91,6 +132,7 @@ impl Default for RunContext {
             discovery_timeout: None,
             operator: OperatorHandle::default(),
             assign: Vec::new(),
+            wait: WaitPolicy::default(),
         }
     }
 }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use std::fmt;
 
-use super::capability::CapabilityError;
+use super::capability::{CapabilityError, ObjectStatus};
 use super::score::ValidationError;
 
 /// How an Interpret ended.
@@ -142,6 +142,23 @@ pub struct ObjectChange {
     /// Field-level differences, secrets already redacted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub diff: Vec<FieldChange>,
+    /// Where the object stood when the apply's wait ended (absent when nothing waited:
+    /// render and plan modes, `--no-wait`, deletions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<WaitedStatus>,
+}
+
+/// An object's final status after an apply waited for it: state, the controller's reason and
+/// message, and how long it took to become current.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct WaitedStatus {
+    /// `current`, `in_progress`, `failed` or `not_found`, with reason and message.
+    #[serde(flatten)]
+    pub status: ObjectStatus,
+    /// Seconds from the start of the wait until the object was first seen current; absent
+    /// when it never was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_to_current_s: Option<f64>,
 }
 
 /// One changed field: its path and old and new values (JSON text, or `<redacted>`).

@@ -2,15 +2,19 @@
 //! the `service_*` ops routed to the provider registry. Params are parsed from the request's raw
 //! JSON; results are serialized once and travel as raw JSON.
 
-use harmony::domain::ObjectChange;
-use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef};
+use harmony::domain::capability::{
+    ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, Readiness,
+};
+use harmony::domain::{ObjectChange, WaitPolicy, capture_progress};
+use std::sync::Arc;
+use std::time::Duration;
 use harmony_agent_protocol::ops::{
     ApplyManifestsParams, Capacity, ChangesResult, DeleteManifestsParams, GetObjectsParams,
     GetObjectsResult, InventoryResult,
 };
 use harmony_agent_protocol::{
     ErrorBody, Frame, Op, Progress, RawJson, Req, ServiceCreateParams, ServiceRef, WireChange,
-    WireFieldChange, WireObjectRef, code,
+    WireFieldChange, WireObjectRef, WireStatus, code,
 };
 use k8s_openapi::api::core::v1::Node;
 
@@ -30,6 +34,7 @@ pub fn error_code(e: &CapabilityError) -> &'static str {
         CapabilityError::TooLarge { .. } => code::TOO_LARGE,
         CapabilityError::Unreachable { .. } => code::UNREACHABLE,
         CapabilityError::Timeout { .. } => code::TIMEOUT,
+        CapabilityError::NotCurrent { .. } => code::NOT_CURRENT,
         CapabilityError::Io { .. } | CapabilityError::Unsupported { .. } => code::UNSUPPORTED,
     }
 }
@@ -57,6 +62,22 @@ pub fn wire_change(c: &ObjectChange) -> WireChange {
                 new: d.new.clone(),
             })
             .collect(),
+        status: c.status.as_ref().map(|s| WireStatus {
+            state: wire_state(s.status.state).into(),
+            reason: s.status.reason.clone(),
+            message: s.status.message.clone(),
+            time_to_current_ms: s.time_to_current_s.map(|t| (t * 1000.0).round() as u64),
+        }),
+    }
+}
+
+/// The wire spelling of a readiness (`in_progress`), as the JSON report spells it.
+fn wire_state(r: Readiness) -> &'static str {
+    match r {
+        Readiness::Current => "current",
+        Readiness::InProgress => "in_progress",
+        Readiness::Failed => "failed",
+        Readiness::NotFound => "not_found",
     }
 }
 
@@ -220,7 +241,23 @@ impl Executor {
             force_conflicts: p.force_conflicts,
             owner: p.owner,
         };
-        match t.apply(&objects, &options).await {
+        let wait = match p.wait_timeout_s {
+            Some(s) if !p.dry_run => WaitPolicy::within(Duration::from_secs(s.clamp(1, 86_400))),
+            _ => WaitPolicy::disabled(),
+        };
+        // The wait's progress lines (N of M current, the slowest object and why) reach the
+        // caller as progress frames of this request.
+        let outbox = self.outbox.clone();
+        let id = req.id.clone();
+        let sink: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |line: String| {
+            let _ = outbox.send(Frame::Progress(Progress {
+                id: id.clone(),
+                stage: "waiting".into(),
+                detail: line,
+            }));
+        });
+        let applied = capture_progress(sink, t.apply_with_wait(&objects, &options, wait)).await;
+        match applied {
             Ok(changes) => Ok(ChangesResult {
                 changes: changes.iter().map(wire_change).collect(),
             }),

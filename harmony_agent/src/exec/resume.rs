@@ -146,6 +146,7 @@ impl Executor {
                 action: "unchanged".into(),
                 location: location.clone(),
                 diff: Vec::new(),
+                status: None,
             })
             .collect();
         correct(&mut created_namespaces, &found, since);
@@ -209,6 +210,7 @@ mod tests {
             action: action.into(),
             location: None,
             diff: Vec::new(),
+            status: None,
         }
     }
 

@@ -190,6 +190,7 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
                     action: ChangeAction::Update,
                     location: Some(cluster.clone()),
                     diff: Vec::new(),
+                    status: None,
                 });
             }
             let read = read_or_wait(topology.nodes().await, started, self.timeout);

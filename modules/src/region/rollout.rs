@@ -170,6 +170,7 @@ impl RegionAgentRolloutScore {
             action,
             location: Some(admin.control_plane_url().to_string()),
             diff: Vec::new(),
+            status: None,
         })
     }
 

@@ -152,6 +152,7 @@ fn change(p: &Planned, location: &str) -> ObjectChange {
         action: p.action,
         location: Some(location.to_string()),
         diff: p.diff.clone(),
+        status: None,
     }
 }
 

@@ -115,6 +115,15 @@ pub enum CapabilityError {
         /// The last observed state.
         last_seen: String,
     },
+    /// Applied objects did not become current: one failed (a hopeless state, reported at
+    /// once) or the wait ran out of time. Names every object that is not current.
+    #[error("{}", not_current_message(objects, *timed_out))]
+    NotCurrent {
+        /// Each object that is not current (`apps/v1 Deployment shop/web`) and its status.
+        objects: Vec<(String, ObjectStatus)>,
+        /// `Some(timeout)` when the wait ran out of time, `None` when it stopped at a failure.
+        timed_out: Option<Duration>,
+    },
     /// Reading or writing a local file failed.
     #[error("{path}: {source}")]
     Io {
@@ -192,4 +201,16 @@ pub(crate) fn seconds(d: &Duration) -> String {
     } else {
         format!("{:.1}s", d.as_secs_f64())
     }
+}
+
+fn not_current_message(objects: &[(String, ObjectStatus)], timed_out: Option<Duration>) -> String {
+    let why = match timed_out {
+        Some(after) => format!("not current after {}", seconds(&after)),
+        None => "not current (a failure no wait can fix)".to_string(),
+    };
+    let each: Vec<String> = objects
+        .iter()
+        .map(|(object, s)| format!("{object}: {} ({}): {}", s.state, s.reason, s.message))
+        .collect();
+    format!("{} object(s) {why}: {}", objects.len(), each.join("; "))
 }

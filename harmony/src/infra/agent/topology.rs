@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use super::client::{ControlPlaneClient, ControlPlaneError, Zoned};
 use super::errors::{self, Origin};
 use crate::domain::capability::{
-    ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, WaitCondition,
-    WaitOutcome,
+    ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, ObjectStatus,
+    Readiness, WaitCondition, WaitOutcome,
 };
 use crate::domain::{
     ChangeAction, ExecutionMode, FieldChange, ObjectChange, PreparationError, PreparationOutcome,
-    RunContext, Topology, report_progress,
+    RunContext, Topology, WaitPolicy, WaitedStatus, report_progress,
 };
 
 /// How long one op may wait for the region's answer by default.
@@ -38,6 +38,7 @@ pub struct AgentTopology {
     plan: bool,
     prune: bool,
     force_conflicts: bool,
+    wait: WaitPolicy,
     request_timeout: Duration,
 }
 
@@ -58,6 +59,7 @@ impl AgentTopology {
             plan: ctx.plan,
             prune: ctx.prune,
             force_conflicts: ctx.force_conflicts,
+            wait: ctx.wait,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
@@ -65,6 +67,13 @@ impl AgentTopology {
     /// Sets how long one op waits for the region's answer (default 120 s).
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets whether and how long an apply waits, in the region, for its objects to become
+    /// current (default: the run context's, `--no-wait` / `--wait-timeout`).
+    pub fn with_wait(mut self, wait: WaitPolicy) -> Self {
+        self.wait = wait;
         self
     }
 
@@ -156,6 +165,19 @@ impl AgentTopology {
                     new: d.new,
                 })
                 .collect(),
+            status: w.status.map(|s| WaitedStatus {
+                status: ObjectStatus::new(
+                    match s.state.as_str() {
+                        "current" => Readiness::Current,
+                        "failed" => Readiness::Failed,
+                        "not_found" => Readiness::NotFound,
+                        _ => Readiness::InProgress,
+                    },
+                    s.reason,
+                    s.message,
+                ),
+                time_to_current_s: s.time_to_current_ms.map(|ms| ms as f64 / 1000.0),
+            }),
         }
     }
 
@@ -165,6 +187,17 @@ impl AgentTopology {
         &self,
         op: Op,
         params: &impl Serialize,
+    ) -> Result<Result<RawJson, ErrorBody>, CapabilityError> {
+        self.call_within(op, params, self.request_timeout).await
+    }
+
+    /// [`Self::call`] giving the region `budget` to answer (an apply that waits for its
+    /// objects needs the wait's timeout and then some).
+    async fn call_within(
+        &self,
+        op: Op,
+        params: &impl Serialize,
+        budget: Duration,
     ) -> Result<Result<RawJson, ErrorBody>, CapabilityError> {
         let what = format!("request {op} to region {}", self.region);
         let params =
@@ -193,7 +226,7 @@ impl AgentTopology {
                     &id,
                     op.as_str(),
                     &params,
-                    self.request_timeout,
+                    budget,
                     |event| report_progress(progress_line(&region, event)),
                 )
                 .await;
@@ -225,7 +258,7 @@ impl AgentTopology {
                 }) => {
                     return Err(CapabilityError::Timeout {
                         waited_for: format!("region {} to answer {op}", self.region),
-                        after: self.request_timeout,
+                        after: budget,
                         last_seen: error.error,
                     });
                 }
@@ -360,6 +393,12 @@ impl K8sClient for AgentTopology {
             owner: options.owner.clone(),
             dry_run: self.plan,
             prune: self.prune,
+            wait_timeout_s: (self.wait.enabled && !self.plan).then_some(self.wait.timeout.as_secs()),
+        };
+        let budget = if params.wait_timeout_s.is_some() {
+            self.request_timeout + self.wait.timeout
+        } else {
+            self.request_timeout
         };
         // One object: errors name it (and its kind, for unknown_kind); a batch: the op.
         let single = match objects {
@@ -371,20 +410,26 @@ impl K8sClient for AgentTopology {
             ToString::to_string,
         );
         let kind = single.map(|r| (r.kind.as_str(), r.api_version.as_str()));
-        match self.call(Op::ApplyManifests, &params).await.map_err(fail)? {
+        match self
+            .call_within(Op::ApplyManifests, &params, budget)
+            .await
+            .map_err(fail)?
+        {
             Ok(raw) => {
                 let result: ChangesResult = self.parse(Op::ApplyManifests, &raw).map_err(fail)?;
                 Ok(result.changes.into_iter().map(|c| self.change(c)).collect())
             }
             Err(mut body) => {
-                let applied = std::mem::take(&mut body.applied)
+                let applied: Vec<ObjectChange> = std::mem::take(&mut body.applied)
                     .into_iter()
                     .map(|c| self.change(c))
                     .collect();
-                Err(ApplyFailure {
-                    applied,
-                    error: self.remote(Op::ApplyManifests, &object, kind, body),
-                })
+                let error = if body.code == code::NOT_CURRENT {
+                    not_current(&applied, self.wait.timeout)
+                } else {
+                    self.remote(Op::ApplyManifests, &object, kind, body)
+                };
+                Err(ApplyFailure { applied, error })
             }
         }
     }
@@ -450,6 +495,21 @@ impl K8sClient for AgentTopology {
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
+    }
+}
+
+/// The agent's `not_current` answer as the error a direct apply gives: every object whose
+/// status is not current; a timeout unless one of them failed (the wait stops at a failure).
+fn not_current(applied: &[ObjectChange], timeout: Duration) -> CapabilityError {
+    let objects: Vec<(String, ObjectStatus)> = applied
+        .iter()
+        .filter_map(|c| Some((c.object.clone(), c.status.clone()?.status)))
+        .filter(|(_, s)| s.state != Readiness::Current)
+        .collect();
+    let failed = objects.iter().any(|(_, s)| s.state == Readiness::Failed);
+    CapabilityError::NotCurrent {
+        objects,
+        timed_out: (!failed).then_some(timeout),
     }
 }
 

@@ -40,6 +40,7 @@ impl FileSync {
                     action: action_for(path, bytes)?,
                     location: Some(path.display().to_string()),
                     diff: Vec::new(),
+                    status: None,
                 })
             })
             .collect()

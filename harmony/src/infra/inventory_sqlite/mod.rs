@@ -188,6 +188,7 @@ impl SqliteInventory {
             action,
             location: Some(format!("inventory {}", self.location)),
             diff: Vec::new(),
+            status: None,
         }
     }
 

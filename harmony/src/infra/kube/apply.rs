@@ -16,12 +16,12 @@ use super::normalize::comparable;
 use super::resolve::ResolvedKind;
 use super::topology::K8sTopology;
 use crate::domain::capability::{
-    ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, WaitCondition,
-    WaitOutcome,
+    ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, Readiness,
+    WaitCondition, WaitOutcome,
 };
 use crate::domain::diff::field_changes;
 use crate::domain::redact::redact_changes;
-use crate::domain::{ChangeAction, ObjectChange, report_progress};
+use crate::domain::{ChangeAction, ObjectChange, WaitPolicy, WaitedStatus, report_progress};
 
 /// Namespaced objects that name no namespace go here, as with kubectl and no context namespace.
 const DEFAULT_NAMESPACE: &str = "default";
@@ -84,7 +84,7 @@ fn served_kinds(crd: &serde_json::Value) -> Vec<ObjectRef> {
 }
 
 impl K8sTopology {
-    fn api(
+    pub(super) fn api(
         &self,
         kind: &ResolvedKind,
         namespace: Option<&str>,
@@ -166,6 +166,7 @@ impl K8sTopology {
             action,
             location: Some(server),
             diff,
+            status: None,
         })
     }
 
@@ -433,6 +434,7 @@ impl K8sTopology {
                             "{server} (namespace not created yet: not validated by the server)"
                         )),
                         diff: Vec::new(),
+                        status: None,
                     });
                 }
                 !inside
@@ -574,6 +576,78 @@ impl K8sTopology {
     }
 }
 
+impl K8sTopology {
+    /// [`K8sClient::apply`] with `wait` instead of this topology's wait policy (the region
+    /// agent takes the policy from each request). Plan mode never waits.
+    pub async fn apply_with_wait(
+        &self,
+        objects: &[K8sObject],
+        options: &ApplyOptions,
+        wait: WaitPolicy,
+    ) -> Result<Vec<ObjectChange>, ApplyFailure> {
+        let force = options.force_conflicts || self.force_all();
+        let changes = match &options.owner {
+            None => self.apply_plain(objects, force).await,
+            Some(owner) => self.apply_owned(owner, objects, force).await,
+        }?;
+        if self.dry_run() || !wait.enabled || objects.is_empty() {
+            return Ok(changes);
+        }
+        self.wait_applied(objects, changes, wait.timeout).await
+    }
+
+    /// Waits for the applied `objects` to become current and records each one's final status
+    /// in its change; fails naming every object that is not current.
+    async fn wait_applied(
+        &self,
+        objects: &[K8sObject],
+        mut changes: Vec<ObjectChange>,
+        timeout: Duration,
+    ) -> Result<Vec<ObjectChange>, ApplyFailure> {
+        let refs: Vec<ObjectRef> = objects.iter().map(|o| o.reference().clone()).collect();
+        report_progress(format!(
+            "waiting for {} object(s) to be current (timeout {} s)",
+            refs.len(),
+            timeout.as_secs()
+        ));
+        let (statuses, timed_out) = match self.wait_current(&refs, timeout).await {
+            Ok(s) => s,
+            Err(error) => {
+                return Err(ApplyFailure {
+                    applied: changes,
+                    error,
+                });
+            }
+        };
+        let mut not_current = Vec::new();
+        let mut by_name: HashMap<String, WaitedStatus> = HashMap::new();
+        for (r, status) in statuses {
+            if status.status.state != Readiness::Current {
+                not_current.push((r.to_string(), status.status.clone()));
+            }
+            by_name.insert(r.to_string(), status);
+        }
+        for c in changes
+            .iter_mut()
+            .filter(|c| c.action != ChangeAction::Delete)
+        {
+            c.status = by_name.remove(&c.object);
+        }
+        if not_current.is_empty() {
+            report_progress(format!("{} object(s) current", refs.len()));
+            Ok(changes)
+        } else {
+            Err(ApplyFailure {
+                applied: changes,
+                error: CapabilityError::NotCurrent {
+                    objects: not_current,
+                    timed_out,
+                },
+            })
+        }
+    }
+}
+
 /// Identity of a member regardless of API version: group, kind, namespace, name.
 type MemberKey = (String, String, Option<String>, String);
 
@@ -593,11 +667,8 @@ impl K8sClient for K8sTopology {
         objects: &[K8sObject],
         options: &ApplyOptions,
     ) -> Result<Vec<ObjectChange>, ApplyFailure> {
-        let force = options.force_conflicts || self.force_all();
-        match &options.owner {
-            None => self.apply_plain(objects, force).await,
-            Some(owner) => self.apply_owned(owner, objects, force).await,
-        }
+        self.apply_with_wait(objects, options, self.wait_policy())
+            .await
     }
 
     async fn get(&self, object: &ObjectRef) -> Result<Option<K8sObject>, CapabilityError> {
@@ -635,6 +706,7 @@ impl K8sClient for K8sTopology {
             action,
             location: Some(server),
             diff: Vec::new(),
+            status: None,
         })
     }
 

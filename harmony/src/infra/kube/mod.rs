@@ -7,6 +7,7 @@ mod normalize;
 mod quota;
 mod resolve;
 mod topology;
+mod wait;
 
 pub use applyset::ownership_record;
 pub use error::describe as describe_error;

@@ -8,7 +8,9 @@ use tokio::sync::OnceCell;
 use super::error::describe;
 use super::resolve::KindCache;
 use crate::domain::capability::SecretBytes;
-use crate::domain::{ExecutionMode, PreparationError, PreparationOutcome, RunContext, Topology};
+use crate::domain::{
+    ExecutionMode, PreparationError, PreparationOutcome, RunContext, Topology, WaitPolicy,
+};
 
 /// The field manager every server-side apply from Harmony uses.
 pub const FIELD_MANAGER: &str = "harmony";
@@ -50,6 +52,7 @@ pub struct K8sTopology {
     prune: bool,
     force_conflicts: bool,
     concurrency: usize,
+    wait: WaitPolicy,
     field_manager: String,
     pub(super) connection: OnceCell<Connection>,
     pub(super) kinds: KindCache,
@@ -71,6 +74,7 @@ impl K8sTopology {
             prune: ctx.prune,
             force_conflicts: ctx.force_conflicts,
             concurrency: DEFAULT_CONCURRENCY,
+            wait: ctx.wait,
             field_manager: FIELD_MANAGER.to_string(),
             connection: OnceCell::new(),
             kinds: KindCache::default(),
@@ -81,6 +85,18 @@ impl K8sTopology {
     pub fn with_concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
         self
+    }
+
+    /// Sets whether and how long an apply waits for its objects to become current (default:
+    /// the run context's, i.e. `--no-wait` / `--wait-timeout`).
+    pub fn with_wait(mut self, wait: WaitPolicy) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Whether and how long an apply waits for its objects to become current.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.wait
     }
 
     /// Sets the server-side apply field manager (default [`FIELD_MANAGER`]; the region agent

@@ -73,6 +73,7 @@ impl RenderTopology {
             action,
             location: Some(path.display().to_string()),
             diff,
+            status: None,
         })
     }
 }
@@ -137,6 +138,7 @@ impl K8sClient for RenderTopology {
             action,
             location: Some(path.display().to_string()),
             diff: Vec::new(),
+            status: None,
         })
     }
 

@@ -484,6 +484,7 @@ where
             action,
             location: Some(locations.join("; ")),
             diff: Vec::new(),
+            status: None,
         })
     }
 
