@@ -20,7 +20,9 @@ pub mod tftp;
 pub use k8s::{
     ApplyFailure, ApplyOptions, K8sClient, K8sObject, ObjectRef, WaitCondition, WaitOutcome,
 };
-pub use k8s_status::{ObjectStatus, Readiness, object_status, pod_failure, selector_matches, selects_pods};
+pub use k8s_status::{
+    ObjectStatus, Readiness, object_status, pod_failure, selector_matches, selects_pods,
+};
 pub use postgresql::{
     CNPG_HEALTHY_PHASE, ClusterStatus, ComputeResources, CredentialsLookup, Lsn, PostgreSQL,
     PostgresCluster, PrimaryExposure, Reading, ReplicationCredentials, ReplicationReport,
