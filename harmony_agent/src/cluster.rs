@@ -3,7 +3,7 @@
 //! for it: exec uses providers, providers never use exec.
 
 use harmony::domain::capability::CapabilityError;
-use harmony::domain::{RunContext, Topology};
+use harmony::domain::{RunContext, Topology, WaitPolicy};
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,9 +40,12 @@ impl Cluster {
         if let Some(t) = map.get(&(dry_run, prune)) {
             return Ok(t.clone());
         }
+        // Each apply_manifests request carries its own wait policy (`apply_with_wait`); the
+        // agent's other applies (project presence, providers) do their own waiting.
         let ctx = RunContext {
             plan: dry_run,
             prune,
+            wait: WaitPolicy::disabled(),
             ..RunContext::default()
         };
         let topology = K8sTopology::new(self.name.clone(), self.target.clone(), &ctx)

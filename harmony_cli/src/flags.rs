@@ -6,7 +6,12 @@ const GROUPS: [(&str, &[&str]); 3] = [
     ("a Kubernetes cluster flag", &["--kubeconfig", "--context"]),
     (
         "a flag for topologies that apply live objects",
-        &["--prune", "--force-conflicts", "--no-wait", "--wait-timeout"],
+        &[
+            "--prune",
+            "--force-conflicts",
+            "--no-wait",
+            "--wait-timeout",
+        ],
     ),
     (
         "a bare-metal flag",

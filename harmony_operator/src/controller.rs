@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use harmony::domain::capability::{ApplyOptions, K8sClient, MultiSite};
-use harmony::domain::{ChangeAction, RunContext, Topology};
+use harmony::domain::{ChangeAction, RunContext, Topology, WaitPolicy};
 use harmony::infra::agent::ControlPlaneClient;
 use harmony::infra::kube::ownership_record;
 use harmony_modules::postgresql::{MultisitePostgreSQL, PostgreSQLResource};
@@ -148,6 +148,7 @@ async fn cleanup<K: Managed>(o: Arc<K>, ctx: &Context) -> Result<Action, Reconci
     let names: Vec<String> = o.sites().into_iter().map(|(s, _)| s).collect();
     let pruning = RunContext {
         prune: true,
+        wait: WaitPolicy::disabled(),
         ..RunContext::default()
     };
     let topology = match site::topology(

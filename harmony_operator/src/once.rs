@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use harmony::domain::capability::CapabilityError;
-use harmony::domain::{InterpretError, RunContext, Topology};
+use harmony::domain::{InterpretError, RunContext, Topology, WaitPolicy};
 use harmony_modules::postgresql::SiteState;
 
 use crate::conditions::{Replication, Verdict};
@@ -85,7 +85,12 @@ pub(crate) async fn run_once<K: Managed>(o: &K, ctx: &Context) -> Judged {
         );
     }
     let names: Vec<String> = sites.iter().map(|(s, _)| s.clone()).collect();
-    let run_ctx = RunContext::default();
+    // A reconcile does not block its worker until objects roll out: the resource's status is
+    // the operator's report (replication health, Ready), and the next resync looks again.
+    let run_ctx = RunContext {
+        wait: WaitPolicy::disabled(),
+        ..RunContext::default()
+    };
     let control_plane = ctx.config.control_plane.as_ref();
     let topology = match site::topology(&ctx.client, &names, &run_ctx, control_plane).await {
         Ok(t) => t,

@@ -6,8 +6,6 @@ use harmony::domain::capability::{
     ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, Readiness,
 };
 use harmony::domain::{ObjectChange, WaitPolicy, capture_progress};
-use std::sync::Arc;
-use std::time::Duration;
 use harmony_agent_protocol::ops::{
     ApplyManifestsParams, Capacity, ChangesResult, DeleteManifestsParams, GetObjectsParams,
     GetObjectsResult, InventoryResult,
@@ -17,6 +15,8 @@ use harmony_agent_protocol::{
     WireFieldChange, WireObjectRef, WireStatus, code,
 };
 use k8s_openapi::api::core::v1::Node;
+use std::sync::Arc;
+use std::time::Duration;
 
 use super::Executor;
 use crate::providers::ProviderError;

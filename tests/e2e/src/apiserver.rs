@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use harmony::domain::RunContext;
+use harmony::domain::{RunContext, WaitPolicy};
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 
 /// How long a fixture may take from spawn to a written kubeconfig (cold etcd + apiserver).
@@ -140,13 +140,15 @@ impl ApiServer {
         format!("https://127.0.0.1:{}", self.port)
     }
 
-    /// A `K8sTopology` for this server.
+    /// A `K8sTopology` for this server. On a fixture without controllers nothing ever becomes
+    /// current (no controller rolls a Deployment out), so its applies do not wait; the suites
+    /// about waiting start the fixture with its controllers.
     pub fn topology(&self, name: &str, ctx: &RunContext) -> K8sTopology {
         let target = KubeTarget::Kubeconfig {
             path: Some(self.kubeconfig()),
             context: None,
         };
-        K8sTopology::new(name, target, ctx)
+        K8sTopology::new(name, target, ctx).with_wait(WaitPolicy::disabled())
     }
 
     /// Runs the fixture's kubectl (same Kubernetes module set) against this server.

@@ -221,14 +221,9 @@ impl AgentTopology {
             };
             let answer = self
                 .client
-                .request_streaming_in_zone(
-                    at,
-                    &id,
-                    op.as_str(),
-                    &params,
-                    budget,
-                    |event| report_progress(progress_line(&region, event)),
-                )
+                .request_streaming_in_zone(at, &id, op.as_str(), &params, budget, |event| {
+                    report_progress(progress_line(&region, event))
+                })
                 .await;
             match answer {
                 Ok(res) if res.ok => return Ok(Ok(res.result.unwrap_or_default())),
@@ -393,7 +388,8 @@ impl K8sClient for AgentTopology {
             owner: options.owner.clone(),
             dry_run: self.plan,
             prune: self.prune,
-            wait_timeout_s: (self.wait.enabled && !self.plan).then_some(self.wait.timeout.as_secs()),
+            wait_timeout_s: (self.wait.enabled && !self.plan)
+                .then_some(self.wait.timeout.as_secs()),
         };
         let budget = if params.wait_timeout_s.is_some() {
             self.request_timeout + self.wait.timeout

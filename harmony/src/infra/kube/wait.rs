@@ -34,12 +34,7 @@ fn exists_is_current(group: &str, kind: &str) -> bool {
         (group, kind),
         (
             "",
-            "ConfigMap"
-                | "Secret"
-                | "ServiceAccount"
-                | "LimitRange"
-                | "Endpoints"
-                | "PodTemplate"
+            "ConfigMap" | "Secret" | "ServiceAccount" | "LimitRange" | "Endpoints" | "PodTemplate"
         ) | (
             "rbac.authorization.k8s.io",
             "Role" | "RoleBinding" | "ClusterRole" | "ClusterRoleBinding"
@@ -135,9 +130,9 @@ impl K8sTopology {
                 };
                 let i = *scope_index.entry(key).or_insert_with(|| {
                     scopes.push(ScopeState {
-                        api: self.api(&kind, namespace.as_deref()).unwrap_or_else(|_| {
-                            Api::all_with(conn.client.clone(), &kind.resource)
-                        }),
+                        api: self
+                            .api(&kind, namespace.as_deref())
+                            .unwrap_or_else(|_| Api::all_with(conn.client.clone(), &kind.resource)),
                         names: HashMap::new(),
                         seen_in_init: HashSet::new(),
                         polled: false,
@@ -409,7 +404,7 @@ fn refresh(w: &mut Waited, pods: &HashMap<String, BTreeMap<String, Value>>, star
         && let Some(ns) = w.namespace.as_ref().and_then(|ns| pods.get(ns))
         && let Some(failed) = ns
             .values()
-            .filter(|p| selector_matches(live, p))
+            .filter(|p| selector_matches(live, p) && of_newest_revision(live, p))
             .find_map(pod_failure)
     {
         status = failed;
@@ -418,6 +413,50 @@ fn refresh(w: &mut Waited, pods: &HashMap<String, BTreeMap<String, Value>>, star
         w.current_after = Some(started.elapsed());
     }
     w.status = status;
+}
+
+/// Whether `pod` belongs to `workload`'s newest revision, so that a rollout fixing a
+/// crash-looping Deployment is not failed by the old ReplicaSet's pods still crashing while
+/// they are replaced: a Deployment's pods must be owned by the ReplicaSet its `Progressing`
+/// condition names (`ReplicaSet "web-5d4f8c" is progressing.`), a StatefulSet's carry its
+/// `updateRevision`. When the workload does not say, every selected pod counts.
+fn of_newest_revision(workload: &Value, pod: &Value) -> bool {
+    let kind = workload["kind"].as_str().unwrap_or_default();
+    match kind {
+        "Deployment" => {
+            let Some(rs) = newest_replicaset(workload) else {
+                return true;
+            };
+            pod["metadata"]["ownerReferences"]
+                .as_array()
+                .is_none_or(|owners| {
+                    owners
+                        .iter()
+                        .filter(|o| o["kind"] == "ReplicaSet")
+                        .all(|o| o["name"].as_str() == Some(rs))
+                })
+        }
+        "StatefulSet" => match workload["status"]["updateRevision"].as_str() {
+            Some(rev) => {
+                pod["metadata"]["labels"]["controller-revision-hash"].as_str() == Some(rev)
+            }
+            None => true,
+        },
+        _ => true,
+    }
+}
+
+/// The ReplicaSet a Deployment's `Progressing` condition names (the new one in a rollout).
+fn newest_replicaset(deployment: &Value) -> Option<&str> {
+    let message = deployment["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Progressing")?["message"]
+        .as_str()?;
+    let (_, rest) = message
+        .split_once("eplica set \"")
+        .or_else(|| message.split_once("eplicaSet \""))?;
+    rest.split_once('"').map(|(name, _)| name)
 }
 
 /// `3 of 5 current; waiting for apps/v1 Deployment shop/web: Available: 0/1 (12 s)`.
@@ -441,9 +480,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_the_newest_revision_pods_can_fail_a_rollout() {
+        let deployment = serde_json::json!({"kind": "Deployment", "status": {"conditions": [
+            {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated",
+             "message": "ReplicaSet \"web-7c9f\" is progressing."}]}});
+        let pod = |rs: &str| {
+            serde_json::json!({"metadata": {"ownerReferences": [
+            {"kind": "ReplicaSet", "name": rs}]}})
+        };
+        assert_eq!(newest_replicaset(&deployment), Some("web-7c9f"));
+        assert!(of_newest_revision(&deployment, &pod("web-7c9f")));
+        assert!(!of_newest_revision(&deployment, &pod("web-55aa")));
+        let created = serde_json::json!({"kind": "Deployment", "status": {"conditions": [
+            {"type": "Progressing", "message": "Created new replica set \"web-1\""}]}});
+        assert_eq!(newest_replicaset(&created), Some("web-1"));
+        let silent = serde_json::json!({"kind": "Deployment", "status": {}});
+        assert!(of_newest_revision(&silent, &pod("anything")));
+        let sts = serde_json::json!({"kind": "StatefulSet", "status": {"updateRevision": "db-2"}});
+        let labelled = |rev: &str| serde_json::json!({"metadata": {"labels": {"controller-revision-hash": rev}}});
+        assert!(of_newest_revision(&sts, &labelled("db-2")));
+        assert!(!of_newest_revision(&sts, &labelled("db-1")));
+    }
+
+    #[test]
     fn kinds_without_status_are_current_once_applied() {
         assert!(exists_is_current("", "ConfigMap"));
-        assert!(exists_is_current("rbac.authorization.k8s.io", "ClusterRole"));
+        assert!(exists_is_current(
+            "rbac.authorization.k8s.io",
+            "ClusterRole"
+        ));
         assert!(!exists_is_current("apps", "Deployment"));
         assert!(!exists_is_current("", "Service"));
         assert!(!exists_is_current("postgresql.cnpg.io", "Cluster"));
