@@ -52,17 +52,40 @@ fn listed(rows: &[Row]) -> Vec<String> {
     rows.iter().flat_map(|r| r.folders.clone()).collect()
 }
 
-/// Subfolders of `dir` and of `dir/src`, but not the ones every crate has.
-fn subfolders(dir: &Path) -> BTreeSet<String> {
+/// Every folder holding a file git tracks (`harmony/src/infra/`, ...), relative to the root
+/// and ending in `/`. The map describes the repository, not what a previous command left in the
+/// working tree (README's first command writes `harmony-out/`, the test setup `node_modules/`).
+fn tracked_folders() -> BTreeSet<String> {
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root())
+        .output()
+        .expect("git runs (the folder map is checked against what git tracks)");
+    assert!(out.status.success(), "git ls-files: {}", String::from_utf8_lossy(&out.stderr));
+    let mut folders = BTreeSet::new();
+    for path in String::from_utf8_lossy(&out.stdout).split('\0') {
+        let mut parts: Vec<&str> = path.split('/').collect();
+        parts.pop();
+        for i in 1..=parts.len() {
+            folders.insert(format!("{}/", parts[..i].join("/")));
+        }
+    }
+    assert!(folders.len() > 10, "git lists the repository's folders");
+    folders
+}
+
+/// Tracked subfolders of `folder` (`harmony/`) and of its `src/`, but not the ones every crate
+/// has.
+fn subfolders(folder: &str) -> BTreeSet<String> {
+    let tracked = tracked_folders();
     let mut found = BTreeSet::new();
-    for d in [dir.to_path_buf(), dir.join("src")] {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.map(Result::unwrap) {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if e.path().is_dir() && !["src", "tests", "benches"].contains(&name.as_str()) {
-                found.insert(name);
+    for base in [folder.to_string(), format!("{folder}src/")] {
+        for t in &tracked {
+            if let Some(rest) = t.strip_prefix(&base)
+                && let Some((name, "")) = rest.split_once('/')
+                && !["src", "tests", "benches"].contains(&name)
+            {
+                found.insert(name.to_string());
             }
         }
     }
@@ -89,11 +112,11 @@ fn every_top_level_folder_and_workspace_member_is_listed() {
             .iter()
             .any(|l| path.starts_with(l.as_str()) || l.starts_with(&path))
     };
-    for e in std::fs::read_dir(root()).unwrap().map(Result::unwrap) {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if e.path().is_dir() && !name.starts_with('.') && name != "target" {
+    for folder in tracked_folders() {
+        let name = folder.trim_end_matches('/');
+        if !name.contains('/') && !name.starts_with('.') {
             assert!(
-                covered(&name),
+                covered(name),
                 "{name}/ is missing from README's folder map"
             );
         }
@@ -145,7 +168,7 @@ fn a_row_naming_subfolders_names_them_all() {
                 .iter()
                 .filter_map(|n| n.split('/').next().map(str::to_string))
                 .collect();
-            for sub in subfolders(&dir) {
+            for sub in subfolders(folder) {
                 assert!(
                     direct.contains(&sub),
                     "{folder}{sub}/ is missing from its row in README's folder map"
