@@ -291,7 +291,16 @@ func (c *controlPlane) createNodes(ctx context.Context, client kubernetes.Interf
 				},
 				Annotations: map[string]string{kwokNodeAnnotation: kwokNodeValue},
 			},
-			Status: corev1.NodeStatus{Allocatable: res, Capacity: res},
+			Status: corev1.NodeStatus{
+				Allocatable: res,
+				Capacity:    res,
+				// Pods' hostIP comes from here (kwok's pod stages); kwok's own --node-ip
+				// would give every node the same address.
+				Addresses: []corev1.NodeAddress{
+					{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)},
+					{Type: corev1.NodeHostName, Address: name},
+				},
+			},
 		}
 		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("creating node %s: %w", name, err)
