@@ -167,6 +167,64 @@ fn deployment_becomes_available_on_kwok_nodes() {
 }
 
 #[test]
+fn kwok_manages_a_node_a_test_creates_with_the_annotation() {
+    let server = start();
+    let node = |name: &str, annotations: &str| {
+        format!(
+            "apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels:
+    kubernetes.io/hostname: {name}{annotations}
+status:
+  allocatable: {{cpu: \"4\", memory: 8Gi, pods: \"10\"}}
+  capacity: {{cpu: \"4\", memory: 8Gi, pods: \"10\"}}
+---
+"
+        )
+    };
+    let managed = node(
+        "test-managed",
+        "\n  annotations:\n    kwok.x-k8s.io/node: fake",
+    );
+    let unmanaged = node("test-unmanaged", "");
+    server.apply(&format!("{managed}{unmanaged}")).unwrap();
+
+    let ready = |name: &str| {
+        let n = get_json(&server, &["node", name])?;
+        condition(&n, "Ready").map(|c| c["status"] == "True")
+    };
+    eventually(&server, "node test-managed Ready", || {
+        ready("test-managed").filter(|r| *r)
+    });
+    // kwok saw both at the same time and left the other one alone (no conditions, or Unknown
+    // once the node-lifecycle controller's grace period has passed).
+    assert_ne!(ready("test-unmanaged"), Some(true), "not managed by kwok");
+    // A pod pinned to the managed node runs there.
+    server
+        .apply(
+            "apiVersion: v1
+kind: Pod
+metadata:
+  name: pinned
+spec:
+  nodeSelector:
+    kubernetes.io/hostname: test-managed
+  containers:
+  - name: app
+    image: nginx:1.27
+",
+        )
+        .unwrap();
+    let pod = eventually(&server, "pod pinned Running", || {
+        let p = get_json(&server, &["pod", "pinned"])?;
+        (p["status"]["phase"] == "Running").then_some(p)
+    });
+    assert_eq!(pod["spec"]["nodeName"], "test-managed");
+}
+
+#[test]
 fn jobs_complete_or_fail_through_the_job_controller() {
     let server = start();
     server.apply(&job("ok", None)).unwrap();
@@ -391,4 +449,79 @@ fn common_name(name: &x509_cert::name::Name) -> Option<String> {
                 .map(|s| s.as_str().to_string()),
             _ => None,
         })
+}
+
+/// The pids of `pid`'s direct children, with their command lines.
+fn children(pid: u32) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for child in list
+            .split_whitespace()
+            .filter_map(|p| p.parse::<u32>().ok())
+        {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            out.push((child, cmdline));
+        }
+    }
+    out
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_string();
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
+}
+
+fn kill(pid: u32, signal: i32) {
+    // SAFETY: kill(2) only sends a signal; the pids are this test's fixture processes.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
+    assert_eq!(rc, 0, "kill {pid}: {}", std::io::Error::last_os_error());
+}
+
+#[test]
+fn a_dead_child_is_reported_and_children_die_with_serve() {
+    let server = start();
+    let kids = children(server.pid());
+    let find = |name: &str| {
+        kids.iter()
+            .find(|(_, cmd)| cmd.contains(name))
+            .map(|(pid, _)| *pid)
+            .unwrap_or_else(|| panic!("no {name} child of serve: {kids:?}"))
+    };
+    let (kwok, manager, scheduler) = (
+        find("/kwok "),
+        find("kube-fixture controller-manager "),
+        find("kube-fixture scheduler "),
+    );
+
+    kill(kwok, libc::SIGKILL);
+    let line = format!("kube-fixture serve: kwok (pid {kwok}) exited unexpectedly: signal: killed");
+    eventually(&server, "the apiserver log reporting kwok's death", || {
+        server
+            .component_log("apiserver")
+            .contains(&line)
+            .then_some(())
+    });
+    assert!(alive(server.pid()), "serve keeps running without kwok");
+
+    // serve killed outright: Pdeathsig takes its children with it.
+    kill(server.pid(), libc::SIGKILL);
+    eventually(&server, "controller-manager and scheduler gone", || {
+        (!alive(manager) && !alive(scheduler)).then_some(())
+    });
 }
