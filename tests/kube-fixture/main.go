@@ -1,5 +1,6 @@
-// kube-fixture is one binary holding a real kube-apiserver (with embedded etcd) and
-// kubectl, built from a single pinned Kubernetes release. See README.md.
+// kube-fixture is one binary holding a real kube-apiserver (with embedded etcd),
+// kube-controller-manager, kube-scheduler and kubectl, built from a single pinned Kubernetes
+// release. See README.md.
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	_ "time/tzdata" // CronJob time zones, as in upstream kube-apiserver
 
+	"github.com/spf13/cobra"
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // kubectl auth plugins, as in upstream kubectl
 	"k8s.io/component-base/cli"
 	"k8s.io/component-base/logs"
@@ -17,10 +19,14 @@ import (
 	"k8s.io/component-base/version"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	kubectlutil "k8s.io/kubectl/pkg/cmd/util"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
 const usage = `usage:
-  kube-fixture serve --dir DIR --port PORT [-- EXTRA-KUBE-APISERVER-FLAGS...]
+  kube-fixture serve --dir DIR --port PORT [--controllers [--nodes N]] [-- EXTRA-KUBE-APISERVER-FLAGS...]
+  kube-fixture controller-manager ARGS...   (kube-controller-manager; serve --controllers runs it)
+  kube-fixture scheduler ARGS...            (kube-scheduler; serve --controllers runs it)
   kube-fixture kubectl ARGS...     (or run through a symlink named kubectl)
   kube-fixture version
 `
@@ -41,6 +47,12 @@ func main() {
 		os.Exit(serve(args))
 	case "kubectl":
 		os.Exit(kubectl(args))
+	// Each component installs its own SIGTERM handler (allowed once per process), so they run
+	// as separate processes: serve --controllers starts them as its children.
+	case "controller-manager":
+		os.Exit(component(controllermanager.NewControllerManagerCommand(), args))
+	case "scheduler":
+		os.Exit(component(scheduler.NewSchedulerCommand(), args))
 	case "version":
 		fmt.Println(version.Get().GitVersion)
 	case "help", "-h", "--help":
@@ -49,6 +61,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "kube-fixture: unknown command %q\n%s", cmd, usage)
 		os.Exit(2)
 	}
+}
+
+// component runs a Kubernetes component command as its upstream main does
+// (k8s.io/kubernetes/cmd/kube-{controller-manager,scheduler}/*.go).
+func component(cmd *cobra.Command, args []string) int {
+	cmd.SetArgs(args)
+	return cli.Run(cmd)
 }
 
 // kubectl mirrors k8s.io/kubernetes/cmd/kubectl/kubectl.go. kubectl reads os.Args itself

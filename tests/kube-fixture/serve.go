@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -28,11 +29,18 @@ func serve(args []string) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	dir := fs.String("dir", "", "state directory (created with mode 0700)")
 	port := fs.Int("port", 0, "secure port of the apiserver on 127.0.0.1")
+	withControllers := fs.Bool("controllers", false,
+		"also run kube-controller-manager, kube-scheduler and kwok, with --nodes fake nodes, before declaring ready")
+	nodes := fs.Int("nodes", 3, "with --controllers: how many kwok nodes to create")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *dir == "" || *port <= 0 {
 		fmt.Fprint(os.Stderr, "kube-fixture serve: --dir and --port are required\n", usage)
+		return 2
+	}
+	if *nodes < 0 {
+		fmt.Fprint(os.Stderr, "kube-fixture serve: --nodes must not be negative\n", usage)
 		return 2
 	}
 	d, err := filepath.Abs(*dir)
@@ -69,7 +77,7 @@ func serve(args []string) int {
 	}
 	defer etcd.Close()
 
-	cmd.SetArgs(append([]string{
+	flags := []string{
 		"--etcd-servers=" + etcdURL,
 		"--cert-dir=" + filepath.Join(d, "serving"),
 		"--tls-cert-file=" + filepath.Join(d, "serving", "apiserver.crt"),
@@ -89,12 +97,42 @@ func serve(args []string) int {
 		"--authorization-mode=RBAC",
 		// No controller-manager creates the "default" ServiceAccounts this plugin waits for.
 		"--disable-admission-plugins=ServiceAccount",
-	}, fs.Args()...))
+	}
+	if *withControllers {
+		// On SIGTERM the apiserver keeps serving this long while serve stops the controllers,
+		// so they do not spend their last moments logging connection errors.
+		flags = append(flags, "--shutdown-delay-duration=2s")
+	}
+	cmd.SetArgs(append(flags, fs.Args()...))
 
 	server := "https://127.0.0.1:" + strconv.Itoa(*port)
+	var ctrl *controlPlane
+	if *withControllers {
+		ctrl = newControlPlane(d, server, p, *nodes)
+		// Stops the children as soon as SIGTERM arrives, while the apiserver is still serving.
+		defer ctrl.stop()
+		go func() {
+			<-ctx.Done()
+			ctrl.stop()
+		}()
+	}
+	var startupFailed atomic.Bool
 	go func() {
 		if err := waitReady(ctx, server, p); err != nil {
 			return // shutting down before ready
+		}
+		if ctrl != nil {
+			if err := ctrl.start(ctx); err != nil {
+				if ctx.Err() != nil {
+					return // shutting down
+				}
+				fmt.Fprintln(origStderr, "kube-fixture serve: controllers:", err)
+				fmt.Fprintln(os.Stderr, "kube-fixture serve: controllers:", err)
+				startupFailed.Store(true)
+				// Shut down like on SIGTERM, through the apiserver's own signal handler.
+				unix.Kill(os.Getpid(), unix.SIGTERM) //nolint:errcheck
+				return
+			}
 		}
 		if err := writeKubeconfig(kubeconfig, server, p); err != nil {
 			fmt.Fprintln(origStderr, "kube-fixture:", err)
@@ -106,6 +144,9 @@ func serve(args []string) int {
 	// RunNoErrOutput rather than Run: the error goes to the caller, not only into the log.
 	if err := cli.RunNoErrOutput(cmd); err != nil {
 		return fail(fmt.Errorf("kube-apiserver: %w (log: %s)", err, logPath))
+	}
+	if startupFailed.Load() {
+		return 1
 	}
 	if ctx.Err() == nil {
 		return fail(fmt.Errorf("kube-apiserver stopped on its own (log: %s)", logPath))

@@ -1,5 +1,8 @@
-//! Starts real kube-apiserver processes (embedded etcd) from the `tests/kube-fixture` binary.
+//! Starts real kube-apiserver processes (embedded etcd) from the `tests/kube-fixture` binary,
+//! optionally with kube-controller-manager, kube-scheduler and kwok fake nodes
+//! ([`ApiServer::start_with_controllers`]).
 
+use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -10,6 +13,27 @@ use harmony::infra::kube::{K8sTopology, KubeTarget};
 
 /// How long a fixture may take from spawn to a written kubeconfig (cold etcd + apiserver).
 const START_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The same with `--controllers`: the fixture also starts three more processes and waits until
+/// its nodes are Ready and untainted (the node-lifecycle controller's first passes).
+const START_TIMEOUT_CONTROLLERS: Duration = Duration::from_secs(300);
+
+/// How many kwok nodes [`ApiServer::start_with_controllers`] creates (the fixture's default).
+pub const DEFAULT_NODES: usize = 3;
+
+/// How to start an [`ApiServer`]; `Default` is what [`ApiServer::start`] does.
+#[derive(Debug, Clone, Default)]
+pub struct ApiServerOptions {
+    /// Also run kube-controller-manager, kube-scheduler and kwok (`serve --controllers`), so
+    /// Deployments get Pods, Pods get scheduled and run on fake nodes, Jobs finish, approved
+    /// CSRs get certificates. See `tests/kube-fixture/README.md`.
+    pub controllers: bool,
+    /// With `controllers`: how many kwok nodes to create (`kwok-node-0`..); `None` means
+    /// [`DEFAULT_NODES`].
+    pub nodes: Option<usize>,
+    /// Extra kube-apiserver flags (after `--`), e.g. an audit log.
+    pub extra_flags: Vec<String>,
+}
 
 /// The real CRDs the tests install (`tests/crds`, inside the repository; sources in its
 /// SOURCES.md).
@@ -23,6 +47,8 @@ pub struct ApiServer {
     dir: tempfile::TempDir,
     port: u16,
     binary: PathBuf,
+    /// The fake nodes the fixture created (0 without controllers).
+    nodes: usize,
 }
 
 impl ApiServer {
@@ -55,17 +81,36 @@ impl ApiServer {
 
     /// Like [`ApiServer::start`], passing `extra` flags to kube-apiserver (e.g. an audit log).
     pub fn start_with_flags(extra: &[String]) -> Result<Self, String> {
+        Self::start_with_options(&ApiServerOptions {
+            extra_flags: extra.to_vec(),
+            ..ApiServerOptions::default()
+        })
+    }
+
+    /// Starts an API server with kube-controller-manager, kube-scheduler and kwok, and
+    /// [`DEFAULT_NODES`] Ready fake nodes ([`ApiServer::node_names`]); returns once the nodes
+    /// are Ready and schedulable. Slower to start than [`ApiServer::start`] (a few seconds more
+    /// and three more processes), so only for tests that need controllers.
+    pub fn start_with_controllers() -> Result<Self, String> {
+        Self::start_with_options(&ApiServerOptions {
+            controllers: true,
+            ..ApiServerOptions::default()
+        })
+    }
+
+    /// Starts an API server as `options` say, and waits until it is ready.
+    pub fn start_with_options(options: &ApiServerOptions) -> Result<Self, String> {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match Self::start_once(extra) {
+            match Self::start_once(options) {
                 Err(e) if attempt < 4 && e.contains("address already in use") => continue,
                 other => return other,
             }
         }
     }
 
-    fn start_once(extra: &[String]) -> Result<Self, String> {
+    fn start_once(options: &ApiServerOptions) -> Result<Self, String> {
         let binary = Self::binary()?;
         let dir = tempfile::Builder::new()
             .prefix("harmony-apiserver-")
@@ -75,14 +120,24 @@ impl ApiServer {
         let log =
             std::fs::File::create(dir.path().join("fixture.log")).map_err(|e| e.to_string())?;
         let log_err = log.try_clone().map_err(|e| e.to_string())?;
-        let child = Command::new(&binary)
+        let nodes = if options.controllers {
+            options.nodes.unwrap_or(DEFAULT_NODES)
+        } else {
+            0
+        };
+        let mut command = Command::new(&binary);
+        command
             .arg("serve")
             .arg("--dir")
             .arg(dir.path().join("data"))
             .arg("--port")
-            .arg(port.to_string())
+            .arg(port.to_string());
+        if options.controllers {
+            command.arg("--controllers").arg(format!("--nodes={nodes}"));
+        }
+        let child = command
             .arg("--")
-            .args(extra)
+            .args(&options.extra_flags)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -93,12 +148,18 @@ impl ApiServer {
             dir,
             port,
             binary,
+            nodes,
         };
-        server.wait_ready()?;
+        let timeout = if options.controllers {
+            START_TIMEOUT_CONTROLLERS
+        } else {
+            START_TIMEOUT
+        };
+        server.wait_ready(timeout)?;
         Ok(server)
     }
 
-    fn wait_ready(&mut self) -> Result<(), String> {
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
         let started = Instant::now();
         while !self.kubeconfig().is_file() {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -107,9 +168,9 @@ impl ApiServer {
                     self.log_tail()
                 ));
             }
-            if started.elapsed() > START_TIMEOUT {
+            if started.elapsed() > timeout {
                 return Err(format!(
-                    "fixture not ready after {START_TIMEOUT:?}:\n{}",
+                    "fixture not ready after {timeout:?}:\n{}",
                     self.log_tail()
                 ));
             }
@@ -128,6 +189,26 @@ impl ApiServer {
         let text = std::fs::read_to_string(self.dir.path().join("fixture.log")).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// The fixture's state directory (`serve --dir`): PKI, etcd data, and one log per
+    /// component (`apiserver.log`; with controllers also `controller-manager.log`,
+    /// `scheduler.log`, `kwok.log`).
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The whole log of one component (`"apiserver"`, `"controller-manager"`, `"scheduler"`,
+    /// `"kwok"`); empty if it has none (yet). A child that died is reported in `"apiserver"`.
+    pub fn component_log(&self, component: &str) -> String {
+        std::fs::read_to_string(self.data_dir().join(format!("{component}.log")))
+            .unwrap_or_default()
+    }
+
+    /// The names of the kwok nodes the fixture created and waited Ready for (`kwok-node-0`..,
+    /// labelled `type=kwok`); empty without controllers.
+    pub fn node_names(&self) -> Vec<String> {
+        (0..self.nodes).map(|i| format!("kwok-node-{i}")).collect()
     }
 
     /// The admin kubeconfig the fixture wrote.
@@ -160,6 +241,41 @@ impl ApiServer {
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"))
+    }
+
+    /// Runs the fixture's kubectl with `stdin` as its standard input (e.g. `apply -f -`).
+    pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = Command::new(&self.binary)
+            .arg("kubectl")
+            .args(args)
+            .env("KUBECONFIG", self.kubeconfig())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"));
+        // kubectl may exit before reading everything (bad flags); its output tells why.
+        let _ = child
+            .stdin
+            .take()
+            .expect("piped stdin")
+            .write_all(stdin.as_bytes());
+        child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("cannot wait for kubectl: {e}"))
+    }
+
+    /// `kubectl apply -f -` of `manifest` (YAML or JSON, several documents allowed).
+    pub fn apply(&self, manifest: &str) -> Result<(), String> {
+        let out = self.kubectl_stdin(&["apply", "-f", "-"], manifest);
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "kubectl apply: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
     }
 
     /// Installs the real CRDs from `tests/crds` and waits until they are Established.

@@ -11,7 +11,7 @@ pub mod pg_datapath;
 pub mod postgres;
 pub mod providers;
 
-pub use apiserver::{ApiServer, crds_dir};
+pub use apiserver::{ApiServer, ApiServerOptions, crds_dir};
 pub use pg_datapath::DataPath;
 
 /// A positive count for a benchmark flag (`--runs 3`, `--hosts 10000`), as a clap value parser.
