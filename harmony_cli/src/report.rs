@@ -97,7 +97,8 @@ impl RunReport {
                         let _ = writeln!(s, "      {verb:<10} {}", c.object);
                     }
                 }
-                if let Some(st) = &c.status {
+                // Objects that are current once they exist (a ConfigMap) need no line.
+                if let Some(st) = c.status.as_ref().filter(|st| st.status.reason != "Exists") {
                     let _ = writeln!(s, "          {}", status_line(st));
                 }
                 for d in &c.diff {

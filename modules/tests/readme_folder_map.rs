@@ -61,7 +61,11 @@ fn tracked_folders() -> BTreeSet<String> {
         .current_dir(root())
         .output()
         .expect("git runs (the folder map is checked against what git tracks)");
-    assert!(out.status.success(), "git ls-files: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git ls-files: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut folders = BTreeSet::new();
     for path in String::from_utf8_lossy(&out.stdout).split('\0') {
         let mut parts: Vec<&str> = path.split('/').collect();
@@ -115,10 +119,7 @@ fn every_top_level_folder_and_workspace_member_is_listed() {
     for folder in tracked_folders() {
         let name = folder.trim_end_matches('/');
         if !name.contains('/') && !name.starts_with('.') {
-            assert!(
-                covered(name),
-                "{name}/ is missing from README's folder map"
-            );
+            assert!(covered(name), "{name}/ is missing from README's folder map");
         }
     }
     let workspace: toml::Table = std::fs::read_to_string(root().join("Cargo.toml"))

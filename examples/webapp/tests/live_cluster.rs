@@ -89,7 +89,10 @@ fn applies_to_a_real_api_server_waits_for_the_rollout_and_reapplies_as_unchanged
     let second = run(&server, &["--yes"]);
     assert_eq!(statuses(&second), ["noop"; 5]);
     // An unchanged Deployment is still checked: it is current.
-    assert_eq!(object_status(&second, "apps/v1 Deployment webshop/web")["state"], "current");
+    assert_eq!(
+        object_status(&second, "apps/v1 Deployment webshop/web")["state"],
+        "current"
+    );
 
     let no_wait = run(&server, &["--yes", "--no-wait"]);
     assert_eq!(no_wait.status.code(), Some(0));

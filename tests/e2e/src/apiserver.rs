@@ -229,7 +229,12 @@ impl ApiServer {
             path: Some(self.kubeconfig()),
             context: None,
         };
-        K8sTopology::new(name, target, ctx).with_wait(WaitPolicy::disabled())
+        let topology = K8sTopology::new(name, target, ctx);
+        if self.nodes == 0 {
+            topology.with_wait(WaitPolicy::disabled())
+        } else {
+            topology
+        }
     }
 
     /// Runs the fixture's kubectl (same Kubernetes module set) against this server.

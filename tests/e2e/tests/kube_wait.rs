@@ -81,7 +81,13 @@ fn status_of<'a>(changes: &'a [ObjectChange], object: &str) -> &'a ObjectStatus 
 }
 
 /// The apply's failure: the objects named not current, and whether it was the timeout.
-fn not_current(f: ApplyFailure) -> (Vec<(String, ObjectStatus)>, Option<Duration>, Vec<ObjectChange>) {
+fn not_current(
+    f: ApplyFailure,
+) -> (
+    Vec<(String, ObjectStatus)>,
+    Option<Duration>,
+    Vec<ObjectChange>,
+) {
     match f.error {
         CapabilityError::NotCurrent { objects, timed_out } => (objects, timed_out, f.applied),
         other => panic!("expected NotCurrent, got {other}"),
@@ -115,10 +121,22 @@ async fn workloads_that_roll_out_end_the_wait_current_and_no_wait_does_not_wait(
         .unwrap_or_else(|f| panic!("{f}\n{}", server.log_tail()));
 
     let web = status_of(&changes, "apps/v1 Deployment rollout/web");
-    assert_eq!((web.state, web.reason.as_str()), (Readiness::Current, "Available"), "{web}");
+    assert_eq!(
+        (web.state, web.reason.as_str()),
+        (Readiness::Current, "Available"),
+        "{web}"
+    );
     // The wait ended because the Deployment was available, not because time passed: the
     // controller's own figures say so right after.
-    let live = server.kubectl(&["get", "deployment", "web", "-n", ns, "-o", "jsonpath={.status.availableReplicas}"]);
+    let live = server.kubectl(&[
+        "get",
+        "deployment",
+        "web",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.status.availableReplicas}",
+    ]);
     assert_eq!(String::from_utf8_lossy(&live.stdout), "2");
     let timed = changes
         .iter()
@@ -132,10 +150,30 @@ async fn workloads_that_roll_out_end_the_wait_current_and_no_wait_does_not_wait(
     assert_eq!(db.state, Readiness::Current, "{db}");
     let migrate = status_of(&changes, "batch/v1 Job rollout/migrate");
     assert_eq!(migrate.state, Readiness::Current, "{migrate}");
-    let done = server.kubectl(&["get", "job", "migrate", "-n", ns, "-o", "jsonpath={.status.succeeded}"]);
-    assert_eq!(String::from_utf8_lossy(&done.stdout), "1", "the Job completed for real");
-    for plain in ["v1 ConfigMap rollout/cfg", "v1 Service rollout/web", "v1 Namespace rollout"] {
-        assert_eq!(status_of(&changes, plain).state, Readiness::Current, "{plain}");
+    let done = server.kubectl(&[
+        "get",
+        "job",
+        "migrate",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.status.succeeded}",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&done.stdout),
+        "1",
+        "the Job completed for real"
+    );
+    for plain in [
+        "v1 ConfigMap rollout/cfg",
+        "v1 Service rollout/web",
+        "v1 Namespace rollout",
+    ] {
+        assert_eq!(
+            status_of(&changes, plain).state,
+            Readiness::Current,
+            "{plain}"
+        );
     }
 
     // --no-wait: the apply ends when the server accepted the objects; nothing is reported as
@@ -148,14 +186,31 @@ async fn workloads_that_roll_out_end_the_wait_current_and_no_wait_does_not_wait(
     no_wait.ensure_ready().await.unwrap();
     let changes = no_wait
         .apply(
-            &objects(vec![deployment(ns, "later", 1, template("later", None, None))]),
+            &objects(vec![deployment(
+                ns,
+                "later",
+                1,
+                template("later", None, None),
+            )]),
             &ApplyOptions::default(),
         )
         .await
         .unwrap();
     assert!(changes.iter().all(|c| c.status.is_none()), "{changes:#?}");
-    let available = server.kubectl(&["get", "deployment", "later", "-n", ns, "-o", "jsonpath={.status.availableReplicas}"]);
-    assert_ne!(String::from_utf8_lossy(&available.stdout), "1", "--no-wait returned before the rollout");
+    let available = server.kubectl(&[
+        "get",
+        "deployment",
+        "later",
+        "-n",
+        ns,
+        "-o",
+        "jsonpath={.status.availableReplicas}",
+    ]);
+    assert_ne!(
+        String::from_utf8_lossy(&available.stdout),
+        "1",
+        "--no-wait returned before the rollout"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -186,7 +241,11 @@ async fn hopeless_states_fail_fast_with_the_controllers_words() {
                 ns,
                 "nowhere",
                 1,
-                template("nowhere", None, Some(json!({"disk": "ssd-that-no-node-has"}))),
+                template(
+                    "nowhere",
+                    None,
+                    Some(json!({"disk": "ssd-that-no-node-has"})),
+                ),
             ),
             "apps/v1 Deployment hopeless/nowhere",
             "Unschedulable",
@@ -216,7 +275,10 @@ async fn hopeless_states_fail_fast_with_the_controllers_words() {
         assert_eq!(status.state, Readiness::Failed, "{object}: {status}");
         assert_eq!(status.reason, *reason, "{object}: {status}");
         assert!(
-            status.message.to_lowercase().contains(&words.to_lowercase()),
+            status
+                .message
+                .to_lowercase()
+                .contains(&words.to_lowercase()),
             "{object}: the controller's words ({words}) in {status}"
         );
         // The report carries the same status on the object's change.
@@ -242,5 +304,8 @@ async fn a_claim_that_stays_pending_times_out_naming_it() {
     assert_eq!(named.len(), 1, "only the claim is not current: {named:?}");
     assert_eq!(named[0].0, "v1 PersistentVolumeClaim claims/data");
     assert_eq!(named[0].1.state, Readiness::InProgress);
-    assert!(message.contains("v1 PersistentVolumeClaim claims/data") && message.contains("Pending"), "{message}");
+    assert!(
+        message.contains("v1 PersistentVolumeClaim claims/data") && message.contains("Pending"),
+        "{message}"
+    );
 }

@@ -4,7 +4,7 @@
 //! hopeless state instead of the timeout.
 
 use futures::stream::{self, BoxStream, StreamExt};
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, TypeMeta};
 use kube::discovery::ApiResource;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
@@ -78,6 +78,8 @@ struct Waited {
 /// What one watch covers and knows.
 struct ScopeState {
     api: Api<DynamicObject>,
+    /// Items of a watch or list carry no apiVersion and kind; the status rules need them.
+    types: TypeMeta,
     /// Waited objects by name (index into `Waited`).
     names: HashMap<String, usize>,
     /// Names seen since the last `Init` (a re-list): names missing at `InitDone` are gone.
@@ -133,6 +135,10 @@ impl K8sTopology {
                         api: self
                             .api(&kind, namespace.as_deref())
                             .unwrap_or_else(|_| Api::all_with(conn.client.clone(), &kind.resource)),
+                        types: TypeMeta {
+                            api_version: kind.resource.api_version.clone(),
+                            kind: kind.resource.kind.clone(),
+                        },
                         names: HashMap::new(),
                         seen_in_init: HashSet::new(),
                         polled: false,
@@ -263,7 +269,10 @@ impl K8sTopology {
             for (name, &i) in &scope.names {
                 match scope.api.get_opt(name).await {
                     Ok(found) => {
-                        waited[i].live = found.and_then(|o| serde_json::to_value(o).ok());
+                        waited[i].live = found.and_then(|mut o| {
+                            o.types = Some(scope.types.clone());
+                            serde_json::to_value(o).ok()
+                        });
                         refresh(&mut waited[i], pods, started);
                     }
                     Err(e) => scope.last_error = Some(super::error::describe(&e)),
@@ -297,12 +306,13 @@ fn apply_event(
     let no_pods = HashMap::new();
     match event {
         Ok(Event::Init) => scope.seen_in_init.clear(),
-        Ok(Event::InitApply(o)) | Ok(Event::Apply(o)) => {
+        Ok(Event::InitApply(mut o)) | Ok(Event::Apply(mut o)) => {
             let Some(name) = o.metadata.name.clone() else {
                 return;
             };
             scope.seen_in_init.insert(name.clone());
             if let Some(&i) = scope.names.get(&name) {
+                o.types = Some(scope.types.clone());
                 waited[i].live = serde_json::to_value(o).ok();
                 refresh(&mut waited[i], &no_pods, started);
             }
@@ -356,7 +366,11 @@ fn pod_event(
 ) {
     match event {
         Ok(Event::Init) => pods.clear(),
-        Ok(Event::InitApply(o)) | Ok(Event::Apply(o)) => {
+        Ok(Event::InitApply(mut o)) | Ok(Event::Apply(mut o)) => {
+            o.types = Some(TypeMeta {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+            });
             if let (Some(name), Ok(v)) = (o.metadata.name.clone(), serde_json::to_value(o)) {
                 pods.insert(name, v);
             }
