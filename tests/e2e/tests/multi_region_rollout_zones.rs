@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harmony::domain::{
-    ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus,
+    ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus, WaitPolicy,
 };
 use harmony::infra::agent::{ControlPlaneClient, Health};
 use harmony::infra::kube::{K8sTopology, KubeTarget};
@@ -44,7 +44,12 @@ async fn run(
             path: Some(server.kubeconfig()),
             context: None,
         },
-        &RunContext::default(),
+        // The agent runs here as a local process, not as the Deployment's pod (and this fixture
+        // runs no controllers): waiting for the Deployment to roll out would wait for nothing.
+        &RunContext {
+            wait: WaitPolicy::disabled(),
+            ..RunContext::default()
+        },
     );
     let mut maestro = Maestro::new(
         Inventory::empty(),
