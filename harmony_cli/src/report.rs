@@ -161,7 +161,7 @@ fn status_line(st: &harmony::domain::WaitedStatus) -> String {
     let s = &st.status;
     match (s.state, st.time_to_current_s) {
         (harmony::domain::capability::Readiness::Current, Some(t)) => {
-            format!("current after {t:.1} s ({}): {}", s.reason, s.message)
+            format!("current after {t:.2} s ({}): {}", s.reason, s.message)
         }
         _ => format!("{} ({}): {}", s.state, s.reason, s.message),
     }
