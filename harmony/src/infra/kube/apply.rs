@@ -604,7 +604,12 @@ impl K8sTopology {
         mut changes: Vec<ObjectChange>,
         timeout: Duration,
     ) -> Result<Vec<ObjectChange>, ApplyFailure> {
-        let refs: Vec<ObjectRef> = objects.iter().map(|o| o.reference().clone()).collect();
+        let mut seen = BTreeSet::new();
+        let refs: Vec<ObjectRef> = objects
+            .iter()
+            .map(|o| o.reference().clone())
+            .filter(|r| seen.insert(r.clone()))
+            .collect();
         report_progress(format!(
             "waiting for {} object(s) to be current (timeout {} s)",
             refs.len(),

@@ -8,6 +8,7 @@ mod quota;
 mod resolve;
 mod topology;
 mod wait;
+mod wait_pods;
 
 pub use applyset::ownership_record;
 pub use error::describe as describe_error;

@@ -14,18 +14,19 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::resolve::ResolvedKind;
+use super::wait_pods::{NamespacePods, workload_names};
 use super::topology::K8sTopology;
 use crate::domain::capability::{
-    CapabilityError, ObjectRef, ObjectStatus, Readiness, object_status, pod_failure,
-    selector_matches, selects_pods,
+    CapabilityError, ObjectRef, ObjectStatus, Readiness, object_status, selects_pods,
 };
 use crate::domain::{WaitedStatus, report_progress};
 
 /// Namespaced objects that name no namespace live here (as in `apply`).
 const DEFAULT_NAMESPACE: &str = "default";
-/// How often a progress line is repeated while nothing changes, and how often objects whose
-/// kind cannot be watched (403 on watch) are read instead.
+/// How often objects whose kind cannot be watched (403 on watch) are read instead.
 const TICK: Duration = Duration::from_secs(2);
+/// How often the progress line is repeated while nothing changes.
+const HEARTBEAT: Duration = Duration::from_secs(10);
 
 /// Kinds whose objects are current as soon as they exist: they have no status a controller
 /// fills in. An apply that succeeded proves they exist, so they are neither watched nor read.
@@ -167,7 +168,7 @@ impl K8sTopology {
                 current_after: plain.then_some(Duration::ZERO),
             });
         }
-        let mut pods: HashMap<String, BTreeMap<String, Value>> = HashMap::new();
+        let mut pods: HashMap<String, NamespacePods> = HashMap::new();
         let mut streams: Vec<BoxStream<'static, Update>> = Vec::new();
         for (i, s) in scopes.iter().enumerate() {
             let mut config = watch::Config::default();
@@ -198,6 +199,7 @@ impl K8sTopology {
         let mut tick = tokio::time::interval(TICK);
         tick.tick().await;
         let mut last_current = usize::MAX;
+        let mut last_line = Instant::now();
         let mut streams_open = !merged.is_empty();
         let timed_out = loop {
             let current = waited
@@ -209,6 +211,7 @@ impl K8sTopology {
             }
             if current != last_current {
                 last_current = current;
+                last_line = Instant::now();
                 report_progress(progress_line(&waited, current, started));
             }
             tokio::select! {
@@ -219,14 +222,17 @@ impl K8sTopology {
                             apply_event(&mut scopes[i], &mut waited, event, started);
                         }
                         Some(Update::Pods(ns, event)) => {
-                            pod_event(pods.entry(ns.clone()).or_default(), event);
-                            refresh_namespace(&mut waited, &ns, &pods, started);
+                            let changed = pod_event(pods.entry(ns.clone()).or_default(), event);
+                            refresh_pods_of(&mut waited, &ns, changed, &pods, started);
                         }
                     }
                 }
                 _ = tick.tick() => {
                     self.poll_refused(&mut scopes, &mut waited, &pods, started).await;
-                    report_progress(progress_line(&waited, current, started));
+                    if last_line.elapsed() >= HEARTBEAT {
+                        last_line = Instant::now();
+                        report_progress(progress_line(&waited, current, started));
+                    }
                 }
                 _ = tokio::time::sleep_until(deadline) => break Some(timeout),
             }
@@ -262,7 +268,7 @@ impl K8sTopology {
         &self,
         scopes: &mut [ScopeState],
         waited: &mut [Waited],
-        pods: &HashMap<String, BTreeMap<String, Value>>,
+        pods: &HashMap<String, NamespacePods>,
         started: Instant,
     ) {
         for scope in scopes.iter_mut().filter(|s| s.polled) {
@@ -303,7 +309,7 @@ fn apply_event(
     event: Result<Event<DynamicObject>, watcher::Error>,
     started: Instant,
 ) {
-    let no_pods = HashMap::new();
+    let no_pods: HashMap<String, NamespacePods> = HashMap::new();
     match event {
         Ok(Event::Init) => scope.seen_in_init.clear(),
         Ok(Event::InitApply(mut o)) | Ok(Event::Apply(mut o)) => {
@@ -359,48 +365,56 @@ fn watch_error(e: &watcher::Error) -> String {
     }
 }
 
-/// One watch event on a namespace's pods.
+/// One watch event on a namespace's pods; returns the controller (kind, name) of the pod that
+/// changed, or `None` when the whole namespace must be looked at again (a re-list).
 fn pod_event(
-    pods: &mut BTreeMap<String, Value>,
+    pods: &mut NamespacePods,
     event: Result<Event<DynamicObject>, watcher::Error>,
-) {
+) -> Option<Option<(String, String)>> {
     match event {
-        Ok(Event::Init) => pods.clear(),
+        Ok(Event::Init) => {
+            pods.clear();
+            None
+        }
         Ok(Event::InitApply(mut o)) | Ok(Event::Apply(mut o)) => {
             o.types = Some(TypeMeta {
                 api_version: "v1".into(),
                 kind: "Pod".into(),
             });
-            if let (Some(name), Ok(v)) = (o.metadata.name.clone(), serde_json::to_value(o)) {
-                pods.insert(name, v);
-            }
+            serde_json::to_value(o).ok().map(|v| pods.apply(v))
         }
-        Ok(Event::Delete(o)) => {
-            if let Some(name) = &o.metadata.name {
-                pods.remove(name);
-            }
-        }
-        Ok(Event::InitDone) | Err(_) => {}
+        Ok(Event::Delete(o)) => o.metadata.name.as_deref().map(|n| pods.delete(n)),
+        Ok(Event::InitDone) | Err(_) => Some(None),
     }
 }
 
-/// Re-decides every workload of `namespace` after its pods changed.
-fn refresh_namespace(
+/// Re-decides the workloads of `namespace` a pod event concerns: those that may own the pod
+/// (by its controller), or all of them after a re-list.
+fn refresh_pods_of(
     waited: &mut [Waited],
     namespace: &str,
-    pods: &HashMap<String, BTreeMap<String, Value>>,
+    changed: Option<Option<(String, String)>>,
+    pods: &HashMap<String, NamespacePods>,
     started: Instant,
 ) {
-    for w in waited
-        .iter_mut()
-        .filter(|w| w.workload && w.namespace.as_deref() == Some(namespace))
-    {
+    let owners: Option<Vec<String>> = match &changed {
+        None => None,
+        Some(None) => return,
+        Some(Some((kind, name))) => Some(workload_names(kind, name)),
+    };
+    for w in waited.iter_mut().filter(|w| {
+        w.workload
+            && w.namespace.as_deref() == Some(namespace)
+            && owners
+                .as_ref()
+                .is_none_or(|o| o.iter().any(|n| *n == w.reference.name))
+    }) {
         refresh(w, pods, started);
     }
 }
 
 /// Re-decides one object's status from what is known of it (and its pods).
-fn refresh(w: &mut Waited, pods: &HashMap<String, BTreeMap<String, Value>>, started: Instant) {
+fn refresh(w: &mut Waited, pods: &HashMap<String, NamespacePods>, started: Instant) {
     if w.scope.is_none() {
         return;
     }
@@ -415,11 +429,11 @@ fn refresh(w: &mut Waited, pods: &HashMap<String, BTreeMap<String, Value>>, star
     let mut status = object_status(live);
     if status.state == Readiness::InProgress
         && w.workload
-        && let Some(ns) = w.namespace.as_ref().and_then(|ns| pods.get(ns))
-        && let Some(failed) = ns
-            .values()
-            .filter(|p| selector_matches(live, p) && of_newest_revision(live, p))
-            .find_map(pod_failure)
+        && let Some(failed) = w
+            .namespace
+            .as_ref()
+            .and_then(|ns| pods.get(ns))
+            .and_then(|ns| ns.failure_for(live))
     {
         status = failed;
     }
@@ -427,50 +441,6 @@ fn refresh(w: &mut Waited, pods: &HashMap<String, BTreeMap<String, Value>>, star
         w.current_after = Some(started.elapsed());
     }
     w.status = status;
-}
-
-/// Whether `pod` belongs to `workload`'s newest revision, so that a rollout fixing a
-/// crash-looping Deployment is not failed by the old ReplicaSet's pods still crashing while
-/// they are replaced: a Deployment's pods must be owned by the ReplicaSet its `Progressing`
-/// condition names (`ReplicaSet "web-5d4f8c" is progressing.`), a StatefulSet's carry its
-/// `updateRevision`. When the workload does not say, every selected pod counts.
-fn of_newest_revision(workload: &Value, pod: &Value) -> bool {
-    let kind = workload["kind"].as_str().unwrap_or_default();
-    match kind {
-        "Deployment" => {
-            let Some(rs) = newest_replicaset(workload) else {
-                return true;
-            };
-            pod["metadata"]["ownerReferences"]
-                .as_array()
-                .is_none_or(|owners| {
-                    owners
-                        .iter()
-                        .filter(|o| o["kind"] == "ReplicaSet")
-                        .all(|o| o["name"].as_str() == Some(rs))
-                })
-        }
-        "StatefulSet" => match workload["status"]["updateRevision"].as_str() {
-            Some(rev) => {
-                pod["metadata"]["labels"]["controller-revision-hash"].as_str() == Some(rev)
-            }
-            None => true,
-        },
-        _ => true,
-    }
-}
-
-/// The ReplicaSet a Deployment's `Progressing` condition names (the new one in a rollout).
-fn newest_replicaset(deployment: &Value) -> Option<&str> {
-    let message = deployment["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == "Progressing")?["message"]
-        .as_str()?;
-    let (_, rest) = message
-        .split_once("eplica set \"")
-        .or_else(|| message.split_once("eplicaSet \""))?;
-    rest.split_once('"').map(|(name, _)| name)
 }
 
 /// `3 of 5 current; waiting for apps/v1 Deployment shop/web: Available: 0/1 (12 s)`.
@@ -492,29 +462,6 @@ fn progress_line(waited: &[Waited], current: usize, started: Instant) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_the_newest_revision_pods_can_fail_a_rollout() {
-        let deployment = serde_json::json!({"kind": "Deployment", "status": {"conditions": [
-            {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated",
-             "message": "ReplicaSet \"web-7c9f\" is progressing."}]}});
-        let pod = |rs: &str| {
-            serde_json::json!({"metadata": {"ownerReferences": [
-            {"kind": "ReplicaSet", "name": rs}]}})
-        };
-        assert_eq!(newest_replicaset(&deployment), Some("web-7c9f"));
-        assert!(of_newest_revision(&deployment, &pod("web-7c9f")));
-        assert!(!of_newest_revision(&deployment, &pod("web-55aa")));
-        let created = serde_json::json!({"kind": "Deployment", "status": {"conditions": [
-            {"type": "Progressing", "message": "Created new replica set \"web-1\""}]}});
-        assert_eq!(newest_replicaset(&created), Some("web-1"));
-        let silent = serde_json::json!({"kind": "Deployment", "status": {}});
-        assert!(of_newest_revision(&silent, &pod("anything")));
-        let sts = serde_json::json!({"kind": "StatefulSet", "status": {"updateRevision": "db-2"}});
-        let labelled = |rev: &str| serde_json::json!({"metadata": {"labels": {"controller-revision-hash": rev}}});
-        assert!(of_newest_revision(&sts, &labelled("db-2")));
-        assert!(!of_newest_revision(&sts, &labelled("db-1")));
-    }
 
     #[test]
     fn kinds_without_status_are_current_once_applied() {
