@@ -4,7 +4,8 @@
 //! `kubernetes.io/kube-apiserver-client-kubelet` and `kubernetes.io/kubelet-serving` signers, with
 //! the fixture's CA); kwok, the real component that plays kubelet status, makes the registered
 //! Nodes Ready. Only the kubelet CSRs of bound worker hosts are approved; the others stay
-//! pending, unsigned, and are reported.
+//! pending, unsigned, and are reported, including a serving CSR the signer would refuse (no
+//! alternative name), which the real signer is then shown to refuse when approved by hand.
 //!
 //! What the test plays, because no kubelet runs here: the kubelets' own requests. Each worker's
 //! client CSR is created as the (impersonated) node-bootstrapper, as the bootstrap kubeconfig a
@@ -112,15 +113,16 @@ fn request_pem(key: &rcgen::KeyPair, node: &str, sans: &[&str]) -> String {
     params.serialize_request(key).unwrap().pem().unwrap()
 }
 
-/// A kubelet CSR object: its client certificate (no alternative name) or its serving one
-/// (the node's name and IP address), with exactly the usages the signers accept.
-fn csr_object(prefix: &str, node: &str, serving: Option<&str>) -> serde_json::Value {
+/// A kubelet CSR object: its client certificate (no alternative name) or, with `serving`, its
+/// serving one with those alternative names, with exactly the usages the signers accept; and
+/// the request's private key (PEM).
+fn csr_object(prefix: &str, node: &str, serving: Option<&[&str]>) -> (serde_json::Value, String) {
     let key = rcgen::KeyPair::generate().unwrap();
     let (signer, usage, sans) = match serving {
-        Some(ip) => (KUBELET_SERVING_SIGNER, "server auth", vec![node, ip]),
+        Some(sans) => (KUBELET_SERVING_SIGNER, "server auth", sans.to_vec()),
         None => (KUBELET_CLIENT_SIGNER, "client auth", Vec::new()),
     };
-    json!({
+    let object = json!({
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
         "metadata": {"generateName": format!("{prefix}-")},
@@ -129,17 +131,14 @@ fn csr_object(prefix: &str, node: &str, serving: Option<&str>) -> serde_json::Va
             "signerName": signer,
             "usages": ["digital signature", usage],
         },
-        // Not part of the object: the private key, for the caller (removed before sending).
-        "key": key.serialize_pem(),
-    })
+    });
+    (object, key.serialize_pem())
 }
 
 /// Creates a client CSR for `node` as `client`'s user; returns its generated name and the
 /// private key of the request.
 async fn create_client_csr(client: &Client, prefix: &str, node: &str) -> (String, String) {
-    let mut object = csr_object(prefix, node, None);
-    let key = object["key"].as_str().unwrap().to_string();
-    object.as_object_mut().unwrap().remove("key");
+    let (object, key) = csr_object(prefix, node, None);
     let csr: CertificateSigningRequest = serde_json::from_value(object).unwrap();
     let api: Api<CertificateSigningRequest> = Api::all(client.clone());
     let made = api.create(&PostParams::default(), &csr).await.unwrap();
@@ -314,10 +313,10 @@ impl Kubelet {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// The node's serving CSR (its name and `ip` as alternative names); returns its name.
-    fn create_serving_csr(&self, server: &ApiServer, ip: &str) -> String {
-        let mut object = csr_object(&format!("{}-serving", self.node), self.node, Some(ip));
-        object.as_object_mut().unwrap().remove("key");
+    /// A serving CSR of the node naming `sans` (its name and IP address, as a kubelet asks);
+    /// returns its name.
+    fn create_serving_csr(&self, server: &ApiServer, prefix: &str, sans: &[&str]) -> String {
+        let (object, _key) = csr_object(prefix, self.node, Some(sans));
         self.kubectl(
             server,
             &["create", "-f", "-", "-o", "jsonpath={.metadata.name}"],
@@ -481,6 +480,7 @@ async fn only_bound_workers_csrs_are_approved_and_signed_until_kwok_makes_them_r
         tokio::spawn(async move { run_join(&maestro, 1).await })
     };
     let mut approved = Vec::new();
+    let mut unnamed = None;
     for (worker, ip, _) in [WORKER0, WORKER1] {
         // The bootstrap kubeconfig's request; Harmony approves, the controller-manager signs.
         let (client_csr, key) = create_client_csr(&bootstrapper, worker, worker).await;
@@ -501,7 +501,8 @@ async fn only_bound_workers_csrs_are_approved_and_signed_until_kwok_makes_them_r
             ),
             format!("system:node:{worker}")
         );
-        let serving_csr = kubelet.create_serving_csr(&server, ip);
+        let serving_csr =
+            kubelet.create_serving_csr(&server, &format!("{worker}-serving"), &[worker, ip]);
         wait_approved(&admin, &serving_csr).await;
         signed_certificate(&server, &admin, &serving_csr, worker).await;
         assert!(
@@ -521,6 +522,9 @@ async fn only_bound_workers_csrs_are_approved_and_signed_until_kwok_makes_them_r
             "Node {worker} Ready, but not through kwok: kubeletVersion {kubelet_version:?}"
         );
         if worker == WORKER0.0 {
+            // A serving CSR naming neither a DNS name nor an IP address: the serving signer
+            // would refuse it, so Harmony leaves it pending rather than approving it.
+            unnamed = Some(kubelet.create_serving_csr(&server, "unnamed", &[]));
             assert!(
                 !run.is_finished(),
                 "the phase ended before worker1 registered"
@@ -556,7 +560,16 @@ async fn only_bound_workers_csrs_are_approved_and_signed_until_kwok_makes_them_r
             report.details
         );
     }
-    for left in [&intruder, &impostor] {
+    let unnamed = unnamed.unwrap();
+    let why = format!(
+        "left pending: {unnamed} (requester system:node:worker0, CN system:node:worker0): a kubelet serving certificate names its DNS names or IP addresses, this one names none"
+    );
+    assert!(
+        report.details.contains(&why),
+        "{why} missing from: {:#?}",
+        report.details
+    );
+    for left in [&intruder, &impostor, &unnamed] {
         assert!(
             report
                 .details
@@ -598,6 +611,37 @@ async fn only_bound_workers_csrs_are_approved_and_signed_until_kwok_makes_them_r
             "{name} re-approved"
         );
     }
+
+    // The rule Harmony applied is the signer's: approved by hand, the real signer refuses the
+    // request without alternative names (a Failed condition, no certificate).
+    let out = server.kubectl(&["certificate", "approve", &unnamed]);
+    assert!(out.status.success(), "{out:?}");
+    let api: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let start = Instant::now();
+    let failed = loop {
+        let csr = api.get(&unnamed).await.unwrap();
+        let status = csr.status.unwrap_or_default();
+        if let Some(failed) = status
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Failed" && c.status == "True")
+        {
+            assert!(status.certificate.is_none(), "{unnamed} was signed");
+            break failed;
+        }
+        assert!(
+            start.elapsed() < COMPONENT_TIMEOUT,
+            "the signer did not refuse {unnamed}\n{}",
+            logs(&server)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let message = failed.message.unwrap_or_default();
+    assert!(
+        message.contains("DNS or IP subjectAltName is required"),
+        "{message}"
+    );
 
     // The API server gone: the phase keeps trying until its timeout, then names the cluster
     // it could not reach.
