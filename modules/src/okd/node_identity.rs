@@ -1,7 +1,7 @@
 //! Which Nodes and certificate signing requests belong to the bound hosts of a role: the
 //! names a host's kubelet may register with, and the kubelet CSRs that may be approved.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use harmony::domain::capability::cluster_nodes::{
@@ -74,10 +74,27 @@ pub(crate) enum Verdict {
     Leave(String),
 }
 
-fn usages_within(csr: &PendingCsr, allowed: &[&str], required: &str) -> bool {
-    csr.usages.iter().any(|u| u == required)
-        && csr.usages.iter().all(|u| allowed.contains(&u.as_str()))
+/// Whether the CSR's usages are, as a set, exactly one of `sets`: the kube-controller-manager's
+/// kubelet signers sign nothing else (an approved CSR with other usages only gets a `Failed`
+/// condition and no certificate).
+fn usages_are(csr: &PendingCsr, sets: &[&[&str]]) -> bool {
+    let asked: BTreeSet<&str> = csr.usages.iter().map(String::as_str).collect();
+    sets.iter()
+        .any(|set| asked == set.iter().copied().collect::<BTreeSet<&str>>())
 }
+
+/// The usages of a kubelet client certificate the signer accepts (with key encipherment for
+/// an RSA key, without for ECDSA).
+const CLIENT_USAGES: &[&[&str]] = &[
+    &["digital signature", "client auth"],
+    &["digital signature", "key encipherment", "client auth"],
+];
+
+/// The usages of a kubelet serving certificate the signer accepts.
+const SERVING_USAGES: &[&[&str]] = &[
+    &["digital signature", "server auth"],
+    &["digital signature", "key encipherment", "server auth"],
+];
 
 /// Decides whether `csr` is a kubelet CSR of one of the hosts `names` knows.
 pub(crate) fn classify(csr: &PendingCsr, names: &NodeNames, role: HostRole) -> Verdict {
@@ -105,14 +122,24 @@ pub(crate) fn classify(csr: &PendingCsr, names: &NodeNames, role: HostRole) -> V
                 csr.signer
             ));
         }
-        if !usages_within(
-            csr,
-            &["digital signature", "key encipherment", "client auth"],
-            "client auth",
-        ) {
+        if !usages_are(csr, CLIENT_USAGES) {
             return Verdict::Leave(format!(
                 "usages {} are not those of a kubelet client certificate",
                 csr.usages.join(", ")
+            ));
+        }
+        // The client signer refuses any subject alternative name.
+        let sans: Vec<&str> = csr
+            .dns_names
+            .iter()
+            .chain(&csr.ip_addresses)
+            .chain(&csr.other_alt_names)
+            .map(String::as_str)
+            .collect();
+        if !sans.is_empty() {
+            return Verdict::Leave(format!(
+                "a kubelet client certificate names no subject alternative name, this one asks for {}",
+                sans.join(", ")
             ));
         }
         return Verdict::Client(logical.to_string());
@@ -124,15 +151,24 @@ pub(crate) fn classify(csr: &PendingCsr, names: &NodeNames, role: HostRole) -> V
                 csr.signer
             ));
         }
-        if !usages_within(
-            csr,
-            &["digital signature", "key encipherment", "server auth"],
-            "server auth",
-        ) {
+        if !usages_are(csr, SERVING_USAGES) {
             return Verdict::Leave(format!(
                 "usages {} are not those of a kubelet serving certificate",
                 csr.usages.join(", ")
             ));
+        }
+        // The serving signer wants DNS or IP alternative names and nothing else.
+        if !csr.other_alt_names.is_empty() {
+            return Verdict::Leave(format!(
+                "a kubelet serving certificate names only DNS names and IP addresses, this one also asks for {}",
+                csr.other_alt_names.join(", ")
+            ));
+        }
+        if csr.dns_names.is_empty() && csr.ip_addresses.is_empty() {
+            return Verdict::Leave(
+                "a kubelet serving certificate names its DNS names or IP addresses, this one names none"
+                    .into(),
+            );
         }
         return Verdict::Serving(logical.to_string());
     }
@@ -227,6 +263,14 @@ mod tests {
             requester: requester.into(),
             common_name: cn.map(str::to_string),
             organizations: vec![NODES_GROUP.into()],
+            // A serving request names its host; a client request names nothing.
+            dns_names: if signer == KUBELET_SERVING_SIGNER {
+                vec!["worker0".into()]
+            } else {
+                Vec::new()
+            },
+            ip_addresses: Vec::new(),
+            other_alt_names: Vec::new(),
             signer: signer.into(),
             usages: usages.iter().map(|u| u.to_string()).collect(),
         }
@@ -322,6 +366,54 @@ mod tests {
         assert!(
             matches!(classify(&masters, &names, w), Verdict::Leave(why) if why.contains("system:nodes, system:masters"))
         );
+        // What the kube-controller-manager's signers would refuse is left pending too.
+        let rsa = csr(
+            NODE_BOOTSTRAPPER,
+            Some("system:node:worker0"),
+            KUBELET_CLIENT_SIGNER,
+            &["client auth", "key encipherment", "digital signature"],
+        );
+        assert_eq!(classify(&rsa, &names, w), Verdict::Client("worker0".into()));
+        let client_only = csr(
+            NODE_BOOTSTRAPPER,
+            Some("system:node:worker0"),
+            KUBELET_CLIENT_SIGNER,
+            &["client auth"],
+        );
+        assert!(
+            matches!(classify(&client_only, &names, w), Verdict::Leave(why) if why.contains("usages client auth"))
+        );
+        let mut client_san = client.clone();
+        client_san.ip_addresses.push("10.0.0.21".into());
+        assert!(
+            matches!(classify(&client_san, &names, w), Verdict::Leave(why) if why.contains("asks for 10.0.0.21"))
+        );
+        let mut no_san = serving.clone();
+        no_san.dns_names.clear();
+        assert!(
+            matches!(classify(&no_san, &names, w), Verdict::Leave(why) if why.contains("names none"))
+        );
+        let mut ip_only = no_san.clone();
+        ip_only.ip_addresses.push("10.0.0.21".into());
+        assert_eq!(
+            classify(&ip_only, &names, w),
+            Verdict::Serving("worker0".into())
+        );
+        let mut email = serving.clone();
+        email.other_alt_names.push("email a@example.com".into());
+        assert!(
+            matches!(classify(&email, &names, w), Verdict::Leave(why) if why.contains("email a@example.com"))
+        );
+        let serving_only = csr(
+            "system:node:worker0",
+            Some("system:node:worker0"),
+            KUBELET_SERVING_SIGNER,
+            &["server auth", "key encipherment"],
+        );
+        assert!(matches!(
+            classify(&serving_only, &names, w),
+            Verdict::Leave(why) if why.contains("serving certificate")
+        ));
         let unreadable = csr(NODE_BOOTSTRAPPER, None, KUBELET_CLIENT_SIGNER, CLIENT);
         assert!(matches!(
             classify(&unreadable, &names, w),

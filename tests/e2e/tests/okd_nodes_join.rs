@@ -1,17 +1,36 @@
-//! Workers joining an installed cluster, on a real kube-apiserver (tests/kube-fixture): the
-//! test plays the kubelets' part (CSRs created as the impersonated node-bootstrapper, then as
-//! `system:node:<name>`; Node objects and their Ready condition written by the test) while
-//! `OkdNodesScore` runs through `HAClusterTopology` and the fixture's admin kubeconfig. Only the
-//! kubelet CSRs of bound worker hosts are approved; the others stay pending and are reported.
+//! Workers joining an installed cluster, on a real kube-apiserver (tests/kube-fixture) run with
+//! its controllers: `OkdNodesScore` runs through `HAClusterTopology` and the fixture's admin
+//! kubeconfig and approves CSRs; the real kube-controller-manager signs what it approved (its
+//! `kubernetes.io/kube-apiserver-client-kubelet` and `kubernetes.io/kubelet-serving` signers, with
+//! the fixture's CA); kwok, the real component that plays kubelet status, makes the registered
+//! Nodes Ready. Only the kubelet CSRs of bound worker hosts are approved; the others stay
+//! pending, unsigned, and are reported, including a serving CSR the signer would refuse (no
+//! alternative name), which the real signer is then shown to refuse when approved by hand.
+//!
+//! What the test plays, because no kubelet runs here: the kubelets' own requests. Each worker's
+//! client CSR is created as the (impersonated) node-bootstrapper, as the bootstrap kubeconfig a
+//! real kubelet holds would; once the real signer has issued that client certificate, the test
+//! uses it (not impersonation) to make the node's requests: its serving CSR and its Node
+//! registration (labels as a kubelet registers them, plus the `kwok.x-k8s.io/node: fake`
+//! annotation that hands the Node to kwok). The test never writes a Node's status: kwok does.
+//! Two simplifications of a kubelet's order: the serving CSR is created and approved before the
+//! Node is registered (a kubelet does both concurrently; kwok makes a Node Ready at once, so the
+//! other order would let the phase end before it had seen the serving CSR), and the kubelets'
+//! RBAC is a plain ClusterRoleBinding of `system:nodes` to `system:node` (the fixture runs RBAC
+//! without the Node authorizer a real cluster has).
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use serde_json::json;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use x509_cert::der::Decode;
+use x509_cert::der::asn1::{Ia5StringRef, ObjectIdentifier, PrintableStringRef, Utf8StringRef};
+use x509_cert::der::{Tag, Tagged};
 
 use harmony::domain::capability::cluster_nodes::{
     KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, NODE_BOOTSTRAPPER,
@@ -22,12 +41,18 @@ use harmony::domain::operator::{OperatorHandle, Unattended};
 use harmony::domain::{Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus};
 use harmony::infra::okd::{APPROVAL_REASON, BareMetalServices, HAClusterTopology};
 use harmony::types::{HostName, MacAddress};
-use harmony_e2e::ApiServer;
 use harmony_e2e::okd_lab::{WORKER0, WORKER1, layout, machine};
+use harmony_e2e::{ApiServer, ApiServerOptions};
 use harmony_modules::okd::OkdNodesScore;
 
 /// The requester nobody expects: a build pod's service account.
 const STRANGER: &str = "system:serviceaccount:default:builder";
+
+/// How long one real component's outcome (a signature, a Ready Node) may take.
+const COMPONENT_TIMEOUT: Duration = Duration::from_secs(120);
+
+const COMMON_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
+const ORGANIZATION: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
 
 async fn client_as(server: &ApiServer, user: Option<(&str, &[&str])>) -> Client {
     let kc = Kubeconfig::read_from(server.kubeconfig()).unwrap();
@@ -43,11 +68,10 @@ async fn client_as(server: &ApiServer, user: Option<(&str, &[&str])>) -> Client 
     Client::try_from(config).unwrap()
 }
 
-/// Lets the node-bootstrapper, nodes and the stranger create and read CSRs (the fixture runs
-/// RBAC only, without the Node authorizer a real cluster has).
-fn grant_csr_requests(server: &ApiServer) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("rbac.json");
+/// Lets the node-bootstrapper and the stranger create and read CSRs, and the kubelets
+/// (`system:nodes`) do what the bootstrap ClusterRole `system:node` allows (register their
+/// Node, create and read CSRs): the fixture runs RBAC only, without the Node authorizer.
+fn grant_kubelet_requests(server: &ApiServer) {
     let doc = json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
          "metadata": {"name": "e2e-csr-requester"},
@@ -59,10 +83,14 @@ fn grant_csr_requests(server: &ApiServer) {
          "subjects": [
             {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": NODE_BOOTSTRAPPER},
             {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"},
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": STRANGER}]}
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": STRANGER}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": "e2e-kubelets"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
+         "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]}
     ]});
-    std::fs::write(&file, doc.to_string()).unwrap();
-    let out = server.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    let out = server.kubectl_stdin(&["apply", "-f", "-"], &doc.to_string());
     assert!(
         out.status.success(),
         "{}",
@@ -70,40 +98,51 @@ fn grant_csr_requests(server: &ApiServer) {
     );
 }
 
-/// A PEM PKCS#10 request for `common_name` in organisation `org`, as a kubelet makes one.
-fn request_pem(common_name: &str, org: &str) -> String {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+/// A PEM PKCS#10 request for `system:node:<node>` in `system:nodes` with the subject
+/// alternative names `sans` (IP addresses or DNS names), made with `key` (ECDSA P-256, so the
+/// signers expect no `key encipherment` usage), as a kubelet makes one.
+fn request_pem(key: &rcgen::KeyPair, node: &str, sans: &[&str]) -> String {
+    let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
+    let mut params = rcgen::CertificateParams::new(sans).unwrap();
     params
         .distinguished_name
-        .push(rcgen::DnType::CommonName, common_name);
+        .push(rcgen::DnType::CommonName, format!("system:node:{node}"));
     params
         .distinguished_name
-        .push(rcgen::DnType::OrganizationName, org);
-    params.serialize_request(&key).unwrap().pem().unwrap()
+        .push(rcgen::DnType::OrganizationName, "system:nodes");
+    params.serialize_request(key).unwrap().pem().unwrap()
 }
 
-/// Creates a CSR as `client`'s user; returns its generated name.
-async fn create_csr(client: &Client, prefix: &str, node: &str, serving: bool) -> String {
-    let (signer, usage) = if serving {
-        (KUBELET_SERVING_SIGNER, "server auth")
-    } else {
-        (KUBELET_CLIENT_SIGNER, "client auth")
+/// A kubelet CSR object: its client certificate (no alternative name) or, with `serving`, its
+/// serving one with those alternative names, with exactly the usages the signers accept; and
+/// the request's private key (PEM).
+fn csr_object(prefix: &str, node: &str, serving: Option<&[&str]>) -> (serde_json::Value, String) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let (signer, usage, sans) = match serving {
+        Some(sans) => (KUBELET_SERVING_SIGNER, "server auth", sans.to_vec()),
+        None => (KUBELET_CLIENT_SIGNER, "client auth", Vec::new()),
     };
-    let csr: CertificateSigningRequest = serde_json::from_value(json!({
+    let object = json!({
         "apiVersion": "certificates.k8s.io/v1",
         "kind": "CertificateSigningRequest",
         "metadata": {"generateName": format!("{prefix}-")},
         "spec": {
-            "request": base64_of(&request_pem(&format!("system:node:{node}"), "system:nodes")),
+            "request": base64_of(&request_pem(&key, node, &sans)),
             "signerName": signer,
             "usages": ["digital signature", usage],
-        }
-    }))
-    .unwrap();
+        },
+    });
+    (object, key.serialize_pem())
+}
+
+/// Creates a client CSR for `node` as `client`'s user; returns its generated name and the
+/// private key of the request.
+async fn create_client_csr(client: &Client, prefix: &str, node: &str) -> (String, String) {
+    let (object, key) = csr_object(prefix, node, None);
+    let csr: CertificateSigningRequest = serde_json::from_value(object).unwrap();
     let api: Api<CertificateSigningRequest> = Api::all(client.clone());
     let made = api.create(&PostParams::default(), &csr).await.unwrap();
-    made.metadata.name.unwrap()
+    (made.metadata.name.unwrap(), key)
 }
 
 fn base64_of(text: &str) -> String {
@@ -124,6 +163,32 @@ async fn approvals(admin: &Client, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The CSR's `status.certificate` (PEM), if it has one.
+async fn certificate(admin: &Client, name: &str) -> Option<Vec<u8>> {
+    let api: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let csr = api.get(name).await.unwrap();
+    csr.status
+        .and_then(|s| s.certificate)
+        .map(|c| c.0)
+        .filter(|c| !c.is_empty())
+}
+
+/// The end of the controller-manager's and kwok's logs, for failure messages.
+fn logs(server: &ApiServer) -> String {
+    ["controller-manager", "kwok"]
+        .iter()
+        .map(|c| {
+            let text = server.component_log(c);
+            let lines: Vec<&str> = text.lines().collect();
+            format!(
+                "--- {c}.log (last lines)\n{}",
+                lines[lines.len().saturating_sub(15)..].join("\n")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 async fn wait_approved(admin: &Client, name: &str) {
     let start = Instant::now();
     while approvals(admin, name).await.is_empty() {
@@ -135,30 +200,173 @@ async fn wait_approved(admin: &Client, name: &str) {
     }
 }
 
-/// Registers Node `name` with its Ready condition, as its kubelet would.
-async fn register_node(admin: &Client, name: &str) {
-    let api: Api<Node> = Api::all(admin.clone());
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node", "metadata": {"name": name}
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &node).await.unwrap();
+/// Waits for the real signer to issue `name`'s certificate; checks it names the kubelet of
+/// `node` (CN `system:node:<node>`, O `system:nodes`) and was issued by the fixture's CA, the
+/// controller-manager's `--cluster-signing-cert-file`. Returns the PEM.
+async fn signed_certificate(server: &ApiServer, admin: &Client, name: &str, node: &str) -> Vec<u8> {
+    let start = Instant::now();
+    let pem_bytes = loop {
+        if let Some(pem_bytes) = certificate(admin, name).await {
+            break pem_bytes;
+        }
+        let api: Api<CertificateSigningRequest> = Api::all(admin.clone());
+        let conditions = api
+            .get(name)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.conditions);
+        assert!(
+            start.elapsed() < COMPONENT_TIMEOUT,
+            "CSR {name} got no certificate within {COMPONENT_TIMEOUT:?}; conditions {conditions:#?}\n{}",
+            logs(server)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let block = pem::parse(&pem_bytes).expect("status.certificate is PEM");
+    assert_eq!(block.tag(), "CERTIFICATE", "{name}");
+    let cert = x509_cert::Certificate::from_der(block.contents())
+        .unwrap_or_else(|e| panic!("CSR {name}: not an X.509 certificate: {e}"));
+    let subject = &cert.tbs_certificate.subject;
+    assert_eq!(
+        attributes(subject, COMMON_NAME),
+        [format!("system:node:{node}")],
+        "{name}: subject CN"
+    );
+    assert_eq!(
+        attributes(subject, ORGANIZATION),
+        ["system:nodes"],
+        "{name}: subject O"
+    );
+    assert_eq!(
+        attributes(&cert.tbs_certificate.issuer, COMMON_NAME),
+        ["kube-fixture-ca"],
+        "{name}: issuer"
+    );
+    pem_bytes
 }
 
-async fn set_ready(admin: &Client, name: &str, ready: bool) {
+/// The values of attribute `oid` in an X.509 name, in order.
+fn attributes(name: &x509_cert::name::Name, oid: ObjectIdentifier) -> Vec<String> {
+    name.0
+        .iter()
+        .flat_map(|rdn| rdn.0.iter())
+        .filter(|atv| atv.oid == oid)
+        .filter_map(|atv| match atv.value.tag() {
+            Tag::Utf8String => Utf8StringRef::try_from(&atv.value)
+                .ok()
+                .map(|s| s.as_str().to_string()),
+            Tag::PrintableString => PrintableStringRef::try_from(&atv.value)
+                .ok()
+                .map(|s| s.as_str().to_string()),
+            Tag::Ia5String => Ia5StringRef::try_from(&atv.value)
+                .ok()
+                .map(|s| s.as_str().to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One worker's kubelet, authenticated by the client certificate the real signer issued.
+struct Kubelet {
+    node: &'static str,
+    dir: tempfile::TempDir,
+}
+
+impl Kubelet {
+    fn new(node: &'static str, cert_pem: &[u8], key_pem: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("kubelet.crt"), cert_pem).unwrap();
+        std::fs::write(dir.path().join("kubelet.key"), key_pem).unwrap();
+        std::fs::write(dir.path().join("empty-kubeconfig"), "").unwrap();
+        Self { node, dir }
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// kubectl as this kubelet (its certificate, no impersonation); stdout, or the test fails.
+    fn kubectl(&self, server: &ApiServer, args: &[&str], stdin: &str) -> String {
+        let auth = [
+            format!("--kubeconfig={}", self.file("empty-kubeconfig").display()),
+            format!("--server={}", server.url()),
+            format!(
+                "--certificate-authority={}",
+                server.data_dir().join("ca.crt").display()
+            ),
+            format!(
+                "--client-certificate={}",
+                self.file("kubelet.crt").display()
+            ),
+            format!("--client-key={}", self.file("kubelet.key").display()),
+        ];
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(auth.iter().map(String::as_str));
+        let out = server.kubectl_stdin(&all, stdin);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} as the kubelet of {}: {}",
+            self.node,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A serving CSR of the node naming `sans` (its name and IP address, as a kubelet asks);
+    /// returns its name.
+    fn create_serving_csr(&self, server: &ApiServer, prefix: &str, sans: &[&str]) -> String {
+        let (object, _key) = csr_object(prefix, self.node, Some(sans));
+        self.kubectl(
+            server,
+            &["create", "-f", "-", "-o", "jsonpath={.metadata.name}"],
+            &object.to_string(),
+        )
+    }
+
+    /// Registers the Node as its kubelet would (labels), handing it to kwok: no status.
+    fn register_node(&self, server: &ApiServer) {
+        let node = json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": self.node,
+                "labels": {
+                    "kubernetes.io/hostname": self.node,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "beta.kubernetes.io/os": "linux",
+                    "beta.kubernetes.io/arch": "amd64"
+                },
+                // Not a kubelet's: the marker that makes kwok play this node's status.
+                "annotations": {"kwok.x-k8s.io/node": "fake"}
+            }
+        });
+        self.kubectl(server, &["create", "-f", "-"], &node.to_string());
+    }
+}
+
+/// Waits until Node `name` is Ready; returns it.
+async fn wait_node_ready(server: &ApiServer, admin: &Client, name: &str) -> Node {
     let api: Api<Node> = Api::all(admin.clone());
-    let (status, reason) = if ready {
-        ("True", "KubeletReady")
-    } else {
-        ("False", "KubeletNotReady")
-    };
-    let patch = json!({"status": {"conditions": [{
-        "type": "Ready", "status": status, "reason": reason,
-        "message": "written by the e2e test playing the kubelet"
-    }]}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await
-        .unwrap();
+    let start = Instant::now();
+    loop {
+        let node = api.get(name).await.unwrap();
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        if ready {
+            return node;
+        }
+        assert!(
+            start.elapsed() < COMPONENT_TIMEOUT,
+            "Node {name} not Ready within {COMPONENT_TIMEOUT:?}: {:#?}\n{}",
+            node.status,
+            logs(server)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The workers' topology in apply mode on the fixture, worker0 and worker1 bound to machines.
@@ -213,9 +421,16 @@ async fn run_join(maestro: &Arc<Maestro<HAClusterTopology>>, index: usize) -> Sc
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_both_are_ready() {
-    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    grant_csr_requests(&server);
+async fn only_bound_workers_csrs_are_approved_and_signed_until_kwok_makes_them_ready_kubelet_requests_played_by_the_test()
+ {
+    // No kwok node of the fixture's own: the only Nodes are the ones the kubelets register.
+    let server = ApiServer::start_with_options(&ApiServerOptions {
+        controllers: true,
+        nodes: Some(0),
+        ..ApiServerOptions::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    grant_kubelet_requests(&server);
     let admin = client_as(&server, None).await;
     let bootstrapper_groups: &[&str] = &[
         "system:serviceaccounts",
@@ -228,7 +443,7 @@ async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_
     let mut maestro = Maestro::new(Inventory::default(), topology);
     maestro.register(vec![
         Box::new(OkdNodesScore::new(HostRole::Worker).with_timeout(Duration::from_secs(3))),
-        Box::new(OkdNodesScore::new(HostRole::Worker).with_timeout(Duration::from_secs(120))),
+        Box::new(OkdNodesScore::new(HostRole::Worker).with_timeout(Duration::from_secs(180))),
     ]);
     let invalid = maestro.validate(&[0, 1]);
     assert!(invalid.is_empty(), "{invalid:?}");
@@ -236,8 +451,8 @@ async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_
 
     // CSRs nobody should approve: a client CSR for a machine that is not bound, and one for a
     // bound worker's name from a requester that is not the node-bootstrapper.
-    let intruder = create_csr(&bootstrapper, "intruder", "intruder", false).await;
-    let impostor = create_csr(&stranger, "impostor", WORKER1.0, false).await;
+    let (intruder, _) = create_client_csr(&bootstrapper, "intruder", "intruder").await;
+    let (impostor, _) = create_client_csr(&stranger, "impostor", WORKER1.0).await;
 
     // No kubelet yet: the phase times out naming the hosts and the CSRs it left pending.
     let report = run_join(&maestro, 0).await;
@@ -265,27 +480,60 @@ async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_
         tokio::spawn(async move { run_join(&maestro, 1).await })
     };
     let mut approved = Vec::new();
-    for worker in [WORKER0.0, WORKER1.0] {
-        let client_csr = create_csr(&bootstrapper, worker, worker, false).await;
+    let mut unnamed = None;
+    for (worker, ip, _) in [WORKER0, WORKER1] {
+        // The bootstrap kubeconfig's request; Harmony approves, the controller-manager signs.
+        let (client_csr, key) = create_client_csr(&bootstrapper, worker, worker).await;
         wait_approved(&admin, &client_csr).await;
-        register_node(&admin, worker).await;
-        set_ready(&admin, worker, false).await;
-        let node = client_as(
-            &server,
-            Some((&format!("system:node:{worker}"), &["system:nodes"])),
-        )
-        .await;
-        let serving_csr = create_csr(&node, &format!("{worker}-serving"), worker, true).await;
+        let cert = signed_certificate(&server, &admin, &client_csr, worker).await;
+        // From here on the kubelet authenticates with the certificate the signer issued.
+        let kubelet = Kubelet::new(worker, &cert, &key);
+        assert_eq!(
+            kubelet.kubectl(
+                &server,
+                &[
+                    "auth",
+                    "whoami",
+                    "-o",
+                    "jsonpath={.status.userInfo.username}"
+                ],
+                ""
+            ),
+            format!("system:node:{worker}")
+        );
+        let serving_csr =
+            kubelet.create_serving_csr(&server, &format!("{worker}-serving"), &[worker, ip]);
         wait_approved(&admin, &serving_csr).await;
+        signed_certificate(&server, &admin, &serving_csr, worker).await;
         assert!(
             !run.is_finished(),
-            "the phase ended before {worker} was Ready"
+            "the phase ended before {worker} registered"
         );
-        set_ready(&admin, worker, true).await;
+        kubelet.register_node(&server);
+        // kwok, not the test, writes the Node's status.
+        let node = wait_node_ready(&server, &admin, worker).await;
+        let kubelet_version = node
+            .status
+            .and_then(|s| s.node_info)
+            .map(|i| i.kubelet_version)
+            .unwrap_or_default();
+        assert!(
+            kubelet_version.starts_with("kwok-"),
+            "Node {worker} Ready, but not through kwok: kubeletVersion {kubelet_version:?}"
+        );
+        if worker == WORKER0.0 {
+            // A serving CSR naming neither a DNS name nor an IP address: the serving signer
+            // would refuse it, so Harmony leaves it pending rather than approving it.
+            unnamed = Some(kubelet.create_serving_csr(&server, "unnamed", &[]));
+            assert!(
+                !run.is_finished(),
+                "the phase ended before worker1 registered"
+            );
+        }
         approved.push(client_csr);
         approved.push(serving_csr);
     }
-    let report = tokio::time::timeout(Duration::from_secs(60), run)
+    let report = tokio::time::timeout(Duration::from_secs(120), run)
         .await
         .expect("the phase ends once both workers are Ready")
         .unwrap();
@@ -304,23 +552,24 @@ async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_
         "{}",
         report.message
     );
-    assert!(
-        report
-            .details
-            .iter()
-            .any(|d| d.starts_with("worker0 Ready (Node worker0, KubeletReady)")),
-        "{:#?}",
-        report.details
+    for worker in [WORKER0.0, WORKER1.0] {
+        let expected = format!("{worker} Ready (Node {worker}, KubeletReady)");
+        assert!(
+            report.details.iter().any(|d| d.starts_with(&expected)),
+            "{expected} missing from: {:#?}",
+            report.details
+        );
+    }
+    let unnamed = unnamed.unwrap();
+    let why = format!(
+        "left pending: {unnamed} (requester system:node:worker0, CN system:node:worker0): a kubelet serving certificate names its DNS names or IP addresses, this one names none"
     );
     assert!(
-        report
-            .details
-            .iter()
-            .any(|d| d.starts_with("worker1 Ready (Node worker1, KubeletReady)")),
-        "{:#?}",
+        report.details.contains(&why),
+        "{why} missing from: {:#?}",
         report.details
     );
-    for left in [&intruder, &impostor] {
+    for left in [&intruder, &impostor, &unnamed] {
         assert!(
             report
                 .details
@@ -333,6 +582,7 @@ async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_
             approvals(&admin, left).await.is_empty(),
             "{left} was approved"
         );
+        assert_eq!(certificate(&admin, left).await, None, "{left} was signed");
     }
     for name in &approved {
         assert_eq!(approvals(&admin, name).await, [APPROVAL_REASON], "{name}");
@@ -361,6 +611,37 @@ async fn test_plays_the_kubelets_and_only_bound_workers_csrs_are_approved_until_
             "{name} re-approved"
         );
     }
+
+    // The rule Harmony applied is the signer's: approved by hand, the real signer refuses the
+    // request without alternative names (a Failed condition, no certificate).
+    let out = server.kubectl(&["certificate", "approve", &unnamed]);
+    assert!(out.status.success(), "{out:?}");
+    let api: Api<CertificateSigningRequest> = Api::all(admin.clone());
+    let start = Instant::now();
+    let failed = loop {
+        let csr = api.get(&unnamed).await.unwrap();
+        let status = csr.status.unwrap_or_default();
+        if let Some(failed) = status
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "Failed" && c.status == "True")
+        {
+            assert!(status.certificate.is_none(), "{unnamed} was signed");
+            break failed;
+        }
+        assert!(
+            start.elapsed() < COMPONENT_TIMEOUT,
+            "the signer did not refuse {unnamed}\n{}",
+            logs(&server)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let message = failed.message.unwrap_or_default();
+    assert!(
+        message.contains("DNS or IP subjectAltName is required"),
+        "{message}"
+    );
 
     // The API server gone: the phase keeps trying until its timeout, then names the cluster
     // it could not reach.

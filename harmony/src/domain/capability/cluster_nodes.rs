@@ -71,6 +71,14 @@ pub struct PendingCsr {
     /// The organisations of the subject in the PEM request (the groups a client certificate
     /// carries: `system:nodes` for a kubelet).
     pub organizations: Vec<String>,
+    /// The DNS names among the request's subject alternative names.
+    pub dns_names: Vec<String>,
+    /// The IP addresses among the request's subject alternative names.
+    pub ip_addresses: Vec<String>,
+    /// Its other subject alternative names (`email a@b`, `URI spiffe://x`, ...), and
+    /// `unreadable subjectAltName` when the request's extensions could not be read: a kubelet
+    /// asks for none of these.
+    pub other_alt_names: Vec<String>,
     /// The signer asked for (`spec.signerName`).
     pub signer: String,
     /// The key usages asked for (`spec.usages`).

@@ -10,9 +10,11 @@ use kube::{Api, Client, Config};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::OnceCell;
-use x509_cert::der::Decode;
 use x509_cert::der::asn1::{Ia5StringRef, ObjectIdentifier, PrintableStringRef, Utf8StringRef};
-use x509_cert::der::{Tag, Tagged};
+use x509_cert::der::{Decode, Encode, Tag, Tagged};
+use x509_cert::ext::pkix::SubjectAltName;
+use x509_cert::ext::pkix::name::GeneralName;
+use x509_cert::request::ExtensionReq;
 
 use crate::domain::capability::{
     CapabilityError, ClusterNodes, NodeReadiness, NodeStatus, PendingCsr,
@@ -27,6 +29,12 @@ const COMMON_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
 
 /// The subject organisation attribute (2.5.4.10): a client certificate's groups.
 const ORGANIZATION: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
+
+/// The PKCS#9 extensionRequest attribute (1.2.840.113549.1.9.14): the extensions a request asks for.
+const EXTENSION_REQUEST: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.9.14");
+
+/// The subjectAltName extension (2.5.29.17).
+const SUBJECT_ALT_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
 
 /// The installed cluster reached through a kubeconfig file, connected on first use.
 pub struct KubeClusterNodes {
@@ -130,13 +138,87 @@ fn decided(csr: &CertificateSigningRequest) -> bool {
         })
 }
 
-/// The subject of a PEM-encoded PKCS#10 request: its common name and its organisations.
+/// The subject of a PEM-encoded PKCS#10 request: its common name, its organisations and the
+/// subject alternative names it asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestedSubject {
     /// The common name (`system:node:worker0`), if any.
     pub common_name: Option<String>,
     /// The organisations (`system:nodes`), in order.
     pub organizations: Vec<String>,
+    /// The DNS subject alternative names, in order.
+    pub dns_names: Vec<String>,
+    /// The IP subject alternative names, in order.
+    pub ip_addresses: Vec<String>,
+    /// Any other subject alternative name, described (`email a@b`, `URI x`, `other name`), or
+    /// `unreadable subjectAltName` when the requested extensions do not decode.
+    pub other_alt_names: Vec<String>,
+}
+
+/// Adds the subject alternative names `req` asks for (in its extensionRequest attribute) to
+/// `subject`.
+fn read_alt_names(req: &x509_cert::request::CertReq, subject: &mut RequestedSubject) {
+    let unreadable = "unreadable subjectAltName".to_string();
+    for attr in req.info.attributes.iter() {
+        if attr.oid != EXTENSION_REQUEST {
+            continue;
+        }
+        for value in attr.values.iter() {
+            let Some(extensions) = value
+                .to_der()
+                .ok()
+                .and_then(|der| ExtensionReq::from_der(&der).ok())
+            else {
+                subject.other_alt_names.push(unreadable.clone());
+                continue;
+            };
+            for ext in extensions
+                .0
+                .iter()
+                .filter(|e| e.extn_id == SUBJECT_ALT_NAME)
+            {
+                let Ok(names) = SubjectAltName::from_der(ext.extn_value.as_bytes()) else {
+                    subject.other_alt_names.push(unreadable.clone());
+                    continue;
+                };
+                for name in names.0 {
+                    match name {
+                        GeneralName::DnsName(dns) => subject.dns_names.push(dns.to_string()),
+                        GeneralName::IpAddress(ip) => {
+                            let bytes = ip.as_bytes();
+                            let text = if let Ok(v4) = <[u8; 4]>::try_from(bytes) {
+                                std::net::IpAddr::from(v4).to_string()
+                            } else if let Ok(v6) = <[u8; 16]>::try_from(bytes) {
+                                std::net::IpAddr::from(v6).to_string()
+                            } else {
+                                subject.other_alt_names.push(unreadable.clone());
+                                continue;
+                            };
+                            subject.ip_addresses.push(text);
+                        }
+                        GeneralName::Rfc822Name(email) => {
+                            subject.other_alt_names.push(format!("email {email}"))
+                        }
+                        GeneralName::UniformResourceIdentifier(uri) => {
+                            subject.other_alt_names.push(format!("URI {uri}"))
+                        }
+                        GeneralName::OtherName(_) => {
+                            subject.other_alt_names.push("other name".into())
+                        }
+                        GeneralName::DirectoryName(_) => {
+                            subject.other_alt_names.push("directory name".into())
+                        }
+                        GeneralName::EdiPartyName(_) => {
+                            subject.other_alt_names.push("EDI party name".into())
+                        }
+                        GeneralName::RegisteredId(oid) => {
+                            subject.other_alt_names.push(format!("registered ID {oid}"))
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Reads the subject of a PEM-encoded PKCS#10 request; `None` when it does not parse.
@@ -160,6 +242,7 @@ pub fn requested_subject(pem_text: &[u8]) -> Option<RequestedSubject> {
             subject.organizations.push(text.to_string());
         }
     }
+    read_alt_names(&req, &mut subject);
     Some(subject)
 }
 
@@ -170,6 +253,9 @@ fn pending(csr: &CertificateSigningRequest) -> PendingCsr {
         requester: csr.spec.username.clone().unwrap_or_default(),
         common_name: subject.common_name,
         organizations: subject.organizations,
+        dns_names: subject.dns_names,
+        ip_addresses: subject.ip_addresses,
+        other_alt_names: subject.other_alt_names,
         signer: csr.spec.signer_name.clone(),
         usages: csr.spec.usages.clone().unwrap_or_default(),
     }
@@ -263,8 +349,34 @@ mod tests {
             Some(RequestedSubject {
                 common_name: Some("system:node:worker0".into()),
                 organizations: vec!["system:nodes".into()],
+                ..RequestedSubject::default()
             })
         );
         assert_eq!(requested_subject(b"not a request"), None);
+    }
+
+    #[test]
+    fn the_alternative_names_are_read_from_a_pem_request() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec![
+            "worker0".to_string(),
+            "10.0.0.21".to_string(),
+            "fd00::21".to_string(),
+        ])
+        .unwrap();
+        params.subject_alt_names.push(rcgen::SanType::Rfc822Name(
+            "a@example.com".try_into().unwrap(),
+        ));
+        params
+            .subject_alt_names
+            .push(rcgen::SanType::URI("spiffe://x/y".try_into().unwrap()));
+        let pem_text = params.serialize_request(&key).unwrap().pem().unwrap();
+        let subject = requested_subject(pem_text.as_bytes()).unwrap();
+        assert_eq!(subject.dns_names, ["worker0"]);
+        assert_eq!(subject.ip_addresses, ["10.0.0.21", "fd00::21"]);
+        assert_eq!(
+            subject.other_alt_names,
+            ["email a@example.com", "URI spiffe://x/y"]
+        );
     }
 }
