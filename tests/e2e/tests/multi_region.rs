@@ -7,14 +7,13 @@
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harmony::domain::capability::K8sClient;
 use harmony::domain::{ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreStatus};
-use harmony::infra::agent::{AgentTopology, ControlPlaneClient, CreatedRegion, RegionStatus};
-use harmony::types::{Dns1123Label, RegionId, ZoneId};
+use harmony::infra::agent::AgentTopology;
+use harmony::types::Dns1123Label;
 use harmony_agent_protocol::{MAX_FRAME_BYTES, SecretString};
 use harmony_e2e::ApiServer;
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions};
