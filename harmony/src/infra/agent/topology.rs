@@ -446,7 +446,7 @@ impl K8sClient for AgentTopology {
                     .map(|c| self.change(c))
                     .collect();
                 let error = if body.code == code::NOT_CURRENT {
-                    not_current(&applied, self.wait.timeout)
+                    errors::not_current(&applied, self.wait.timeout)
                 } else {
                     self.remote(Op::ApplyManifests, &object, kind, body)
                 };
@@ -516,21 +516,6 @@ impl K8sClient for AgentTopology {
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
-    }
-}
-
-/// The agent's `not_current` answer as the error a direct apply gives: every object whose
-/// status is not current; a timeout unless one of them failed (the wait stops at a failure).
-fn not_current(applied: &[ObjectChange], timeout: Duration) -> CapabilityError {
-    let objects: Vec<(String, ObjectStatus)> = applied
-        .iter()
-        .filter_map(|c| Some((c.object.clone(), c.status.clone()?.status)))
-        .filter(|(_, s)| s.state != Readiness::Current)
-        .collect();
-    let failed = objects.iter().any(|(_, s)| s.state == Readiness::Failed);
-    CapabilityError::NotCurrent {
-        objects,
-        timed_out: (!failed).then_some(timeout),
     }
 }
 
