@@ -71,6 +71,21 @@ pub fn wire_change(c: &ObjectChange) -> WireChange {
     }
 }
 
+/// The stage and detail of a progress frame for one of the apply's progress lines: the wait's
+/// lines (`waiting for 3 object(s) to be current`, `waiting: 1 of 3 current; ...`,
+/// `3 object(s) current`) are stage `waiting` without their own `waiting: ` prefix (the caller
+/// shows `stage: detail`), the others (`1 namespace(s) and CRD(s) ready, applying 2
+/// object(s)`, `pruning ...`) stage `applying`.
+fn progress_stage(line: &str) -> (&'static str, &str) {
+    if let Some(rest) = line.strip_prefix("waiting: ") {
+        ("waiting", rest)
+    } else if line.starts_with("waiting for ") || line.ends_with(" current") {
+        ("waiting", line)
+    } else {
+        ("applying", line)
+    }
+}
+
 /// The wire spelling of a readiness (`in_progress`), as the JSON report spells it.
 fn wire_state(r: Readiness) -> &'static str {
     match r {
@@ -250,10 +265,11 @@ impl Executor {
         let outbox = self.outbox.clone();
         let id = req.id.clone();
         let sink: Arc<dyn Fn(String) + Send + Sync> = Arc::new(move |line: String| {
+            let (stage, detail) = progress_stage(&line);
             let _ = outbox.send(Frame::Progress(Progress {
                 id: id.clone(),
-                stage: "waiting".into(),
-                detail: line,
+                stage: stage.into(),
+                detail: detail.into(),
             }));
         });
         let applied = capture_progress(sink, t.apply_with_wait(&objects, &options, wait)).await;
@@ -343,6 +359,39 @@ mod tests {
         assert_eq!(quantity("16Gi"), Some(16.0 * 1024.0 * 1024.0 * 1024.0));
         assert_eq!(quantity("1e3"), Some(1000.0));
         assert_eq!(quantity("12Zi"), None);
+    }
+
+    #[test]
+    fn wait_lines_are_stage_waiting_once_and_apply_lines_stage_applying() {
+        assert_eq!(
+            progress_stage("waiting: 1 of 3 current; apps/v1 Deployment shop/web: Replicas: 0/2"),
+            (
+                "waiting",
+                "1 of 3 current; apps/v1 Deployment shop/web: Replicas: 0/2"
+            )
+        );
+        assert_eq!(
+            progress_stage("waiting for 3 object(s) to be current (timeout 240 s)"),
+            (
+                "waiting",
+                "waiting for 3 object(s) to be current (timeout 240 s)"
+            )
+        );
+        assert_eq!(
+            progress_stage("3 object(s) current"),
+            ("waiting", "3 object(s) current")
+        );
+        assert_eq!(
+            progress_stage("1 namespace(s) and CRD(s) ready, applying 2 object(s)"),
+            (
+                "applying",
+                "1 namespace(s) and CRD(s) ready, applying 2 object(s)"
+            )
+        );
+        assert_eq!(
+            progress_stage("pruning v1 ConfigMap shop/old"),
+            ("applying", "pruning v1 ConfigMap shop/old")
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub mod okd_lab;
 pub mod pg_datapath;
 pub mod postgres;
 pub mod providers;
+pub mod region_world;
+pub mod workloads;
 
 pub use apiserver::{ApiServer, ApiServerOptions, crds_dir};
 pub use pg_datapath::DataPath;

@@ -7,123 +7,28 @@
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harmony::domain::capability::K8sClient;
 use harmony::domain::{ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreStatus};
-use harmony::infra::agent::{AgentTopology, ControlPlaneClient, CreatedRegion, RegionStatus};
-use harmony::types::{Dns1123Label, RegionId, ZoneId};
+use harmony::infra::agent::AgentTopology;
+use harmony::types::Dns1123Label;
 use harmony_agent_protocol::{MAX_FRAME_BYTES, SecretString};
 use harmony_e2e::ApiServer;
-use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions};
+use harmony_e2e::region_world::{HEALTH_WAIT as WAIT, World, region, zone};
 use harmony_modules::k8s::{K8sResourceScore, NamespaceScore};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
 const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
-const WAIT: Duration = Duration::from_secs(60);
 
-struct World {
-    server: ApiServer,
-    pki: Pki,
-    cp: ControlPlane,
-    client: ControlPlaneClient,
-    dir: tempfile::TempDir,
-}
-
-fn region(s: &str) -> RegionId {
-    RegionId::parse(s).unwrap()
-}
-
-fn zone(s: &str) -> ZoneId {
-    ZoneId::parse(s).unwrap()
-}
-
-impl World {
-    fn new(options: ControlPlaneOptions) -> Self {
-        let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-        let pki = Pki::new().unwrap();
-        let cp =
-            ControlPlane::start(CP_BIN.as_ref(), &pki, options).unwrap_or_else(|e| panic!("{e}"));
-        let client = cp.client();
-        let dir = tempfile::tempdir().unwrap();
-        Self {
-            server,
-            pki,
-            cp,
-            client,
-            dir,
-        }
-    }
-
-    async fn create(&self, r: &str, z: &str) -> CreatedRegion {
-        self.client
-            .create_region(&region(r), &zone(z))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .expect("the region is new")
-    }
-
-    /// Options for an agent of `r`/`z` with its own identity file, presenting `token` if any.
-    fn agent_options(
-        &self,
-        name: &str,
-        r: &str,
-        z: &str,
-        token: Option<&SecretString>,
-    ) -> AgentOptions {
-        let token_file = token.map(|t| {
-            let p = self.dir.path().join(format!("{name}.bootstrap-token"));
-            std::fs::write(&p, t.expose()).unwrap();
-            p
-        });
-        AgentOptions {
-            bootstrap_token_file: token_file,
-            ..AgentOptions::new(
-                &self.cp.url(),
-                r,
-                z,
-                self.pki.ca(),
-                self.server.kubeconfig(),
-                self.dir.path().join(format!("{name}.identity")),
-            )
-        }
-    }
-
-    fn agent(&self, name: &str, o: &AgentOptions) -> Agent {
-        Agent::start(AGENT_BIN.as_ref(), o, &self.log(name)).unwrap()
-    }
-
-    fn log(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.log"))
-    }
-
-    async fn status(&self, r: &str) -> RegionStatus {
-        self.client
-            .region(r)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .expect("region exists")
-    }
-
-    async fn wait_health(&self, r: &str, want: &str) -> RegionStatus {
-        let started = Instant::now();
-        loop {
-            let s = self.status(r).await;
-            if s.health.to_string() == want {
-                return s;
-            }
-            assert!(
-                started.elapsed() < WAIT,
-                "region {r} not {want} after {WAIT:?}: {s:?}\ncontrol plane log:\n{}",
-                self.cp.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+/// A fixture without controllers (the agent only applies here), a control plane and agents.
+fn world(options: ControlPlaneOptions) -> World {
+    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
+    World::start(server, CP_BIN.as_ref(), AGENT_BIN.as_ref(), options)
 }
 
 fn exits_refused(agent: &mut Agent, reason: &str) {
@@ -141,7 +46,7 @@ fn exits_refused(agent: &mut Agent, reason: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bootstrap_yields_an_identity_and_spent_wrong_expired_and_revoked_credentials_are_refused()
 {
-    let w = World::new(ControlPlaneOptions::default());
+    let w = world(ControlPlaneOptions::default());
     let created = w.create("eu-west", "paris-1").await;
     assert!(created.bootstrap_token.expose().starts_with("hbt_"));
     // The token is shown once: creating again returns none.
@@ -279,7 +184,7 @@ fn action(res: &harmony_agent_protocol::Res) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_score_applied_through_agent_topology_creates_its_objects_in_the_real_api_server() {
-    let w = World::new(ControlPlaneOptions::default());
+    let w = world(ControlPlaneOptions::default());
     let created = w.create("us-east", "nyc-1").await;
     let o = w.agent_options("agent", "us-east", "nyc-1", Some(&created.bootstrap_token));
     let _agent = w.agent("agent", &o);
@@ -528,7 +433,7 @@ async fn watch_health(
 async fn killed_agent_turns_unhealthy_then_unavailable_and_a_request_sent_meanwhile_runs_once() {
     let options = ControlPlaneOptions::default();
     let (unhealthy_ms, unavailable_ms) = (options.unhealthy_after_ms, options.unavailable_after_ms);
-    let w = World::new(options);
+    let w = world(options);
     let created = w.create("ap-south", "mumbai-1").await;
     let o = w.agent_options(
         "agent",
@@ -625,7 +530,7 @@ async fn agents_reconnect_after_a_control_plane_restart_spread_over_time_by_jitt
         unavailable_after_ms: 6000,
         ..ControlPlaneOptions::default()
     };
-    let mut w = World::new(options);
+    let mut w = world(options);
     let mut agents = Vec::new();
     for i in 0..AGENTS {
         let name = format!("r{i}");
@@ -735,7 +640,7 @@ async fn next_text(ws: &mut RawWs) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn malformed_and_oversized_frames_do_not_take_the_control_plane_down() {
     use tokio_tungstenite::tungstenite::Message;
-    let w = World::new(ControlPlaneOptions::default());
+    let w = world(ControlPlaneOptions::default());
     let good = w.create("good", "z").await;
     let o = w.agent_options("good", "good", "z", Some(&good.bootstrap_token));
     let _agent = w.agent("good", &o);
@@ -825,7 +730,7 @@ async fn malformed_and_oversized_frames_do_not_take_the_control_plane_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_token_appears_in_any_log_line_at_any_verbosity() {
-    let w = World::new(ControlPlaneOptions {
+    let w = world(ControlPlaneOptions {
         extra_args: vec!["-vv".into()],
         rust_log: Some("trace".into()),
         ..ControlPlaneOptions::default()

@@ -6,7 +6,8 @@ use harmony_agent_protocol::{ErrorBody, Op, code};
 use std::time::Duration;
 
 use super::client::ControlPlaneError;
-use crate::domain::capability::CapabilityError;
+use crate::domain::ObjectChange;
+use crate::domain::capability::{CapabilityError, ObjectStatus, Readiness};
 
 /// What a remote error is about, for its message.
 pub(super) struct Origin<'a> {
@@ -229,6 +230,21 @@ fn unknown_kind_parts(message: &str) -> Option<(String, String)> {
     let (kind, rest) = rest.split_once(" in ")?;
     let api_version = rest.split([';', ' ']).next()?;
     Some((kind.to_string(), api_version.to_string()))
+}
+
+/// The agent's `not_current` answer as the error a direct apply gives: every object whose
+/// status is not current; a timeout unless one of them failed (the wait stops at a failure).
+pub(super) fn not_current(applied: &[ObjectChange], timeout: Duration) -> CapabilityError {
+    let objects: Vec<(String, ObjectStatus)> = applied
+        .iter()
+        .filter_map(|c| Some((c.object.clone(), c.status.clone()?.status)))
+        .filter(|(_, s)| s.state != Readiness::Current)
+        .collect();
+    let failed = objects.iter().any(|(_, s)| s.state == Readiness::Failed);
+    CapabilityError::NotCurrent {
+        objects,
+        timed_out: (!failed).then_some(timeout),
+    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,9 @@ const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// Transport failures to the control plane are retried this many times with the same id.
 const TRANSPORT_ATTEMPTS: u32 = 3;
+/// A request the control plane stopped waiting for is joined again only with this much of the
+/// budget left.
+const REJOIN_MIN: Duration = Duration::from_secs(1);
 
 /// A region reached only through its agent: every `K8sClient` call becomes a v1 op sent
 /// through the control plane's request API, so any Score written for `K8sClient` runs on it.
@@ -212,6 +215,7 @@ impl AgentTopology {
         })?;
         let region = self.region.to_string();
         let zone = self.zone.as_ref().map(|z| z.to_string());
+        let started = Instant::now();
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -219,12 +223,26 @@ impl AgentTopology {
                 region: &region,
                 zone: zone.as_deref(),
             };
+            let left = budget.saturating_sub(started.elapsed());
+            let call = Instant::now();
             let answer = self
                 .client
-                .request_streaming_in_zone(at, &id, op.as_str(), &params, budget, |event| {
+                .request_streaming_in_zone(at, &id, op.as_str(), &params, left, |event| {
                     report_progress(progress_line(&region, event))
                 })
                 .await;
+            // The control plane bounds one call's wait (`--max-request-wait-s`, 300 s by
+            // default), which an apply waiting for its objects can exceed: its 504 leaves the
+            // request queued, so the same id joins it again while the budget lasts.
+            if let Err(ControlPlaneError::Status { status: 504, .. }) = &answer
+                && rejoin(budget, started.elapsed(), call.elapsed())
+            {
+                report_progress(format!(
+                    "region {region}: still waiting for its answer ({} s)",
+                    started.elapsed().as_secs()
+                ));
+                continue;
+            }
             match answer {
                 Ok(res) if res.ok => return Ok(Ok(res.result.unwrap_or_default())),
                 Ok(res) => {
@@ -278,6 +296,13 @@ fn progress_line(region: &str, event: &RequestEvent) -> String {
         Some(d) if !d.is_empty() => format!("region {region}: {stage}: {d}"),
         _ => format!("region {region}: {stage}"),
     }
+}
+
+/// Whether a request the control plane stopped waiting for (504) is joined again: when that
+/// call did wait (`call` at least [`REJOIN_MIN`]: an immediate 504 is not the wait's cap) and at
+/// least [`REJOIN_MIN`] of the caller's `budget` is left after `elapsed`.
+fn rejoin(budget: Duration, elapsed: Duration, call: Duration) -> bool {
+    call >= REJOIN_MIN && budget.saturating_sub(elapsed) >= REJOIN_MIN
 }
 
 fn request_id() -> Result<String, getrandom::Error> {
@@ -421,7 +446,7 @@ impl K8sClient for AgentTopology {
                     .map(|c| self.change(c))
                     .collect();
                 let error = if body.code == code::NOT_CURRENT {
-                    not_current(&applied, self.wait.timeout)
+                    errors::not_current(&applied, self.wait.timeout)
                 } else {
                     self.remote(Op::ApplyManifests, &object, kind, body)
                 };
@@ -491,21 +516,6 @@ impl K8sClient for AgentTopology {
             }
             tokio::time::sleep(POLL_INTERVAL).await;
         }
-    }
-}
-
-/// The agent's `not_current` answer as the error a direct apply gives: every object whose
-/// status is not current; a timeout unless one of them failed (the wait stops at a failure).
-fn not_current(applied: &[ObjectChange], timeout: Duration) -> CapabilityError {
-    let objects: Vec<(String, ObjectStatus)> = applied
-        .iter()
-        .filter_map(|c| Some((c.object.clone(), c.status.clone()?.status)))
-        .filter(|(_, s)| s.state != Readiness::Current)
-        .collect();
-    let failed = objects.iter().any(|(_, s)| s.state == Readiness::Failed);
-    CapabilityError::NotCurrent {
-        objects,
-        timed_out: (!failed).then_some(timeout),
     }
 }
 

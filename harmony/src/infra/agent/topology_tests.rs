@@ -192,6 +192,69 @@ async fn a_proxy_without_replica_is_retried_with_the_same_id_then_reported_unrea
     assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
 }
 
+#[test]
+fn only_a_504_after_a_real_wait_is_joined_again_and_only_while_the_budget_lasts() {
+    let s = Duration::from_secs;
+    assert!(rejoin(s(720), s(300), s(300)), "the control plane's cap");
+    assert!(
+        !rejoin(s(720), s(1), Duration::from_millis(20)),
+        "an immediate 504"
+    );
+    assert!(!rejoin(s(120), s(120), s(120)), "the budget is spent");
+    assert!(!rejoin(s(120), Duration::from_millis(119_500), s(60)));
+}
+
+#[tokio::test]
+async fn an_apply_outlasting_the_control_planes_wait_joins_its_request_again() {
+    let calls = Arc::new(Mutex::new(0u32));
+    let seen_calls = calls.clone();
+    let server = TestServer::start(move |_| {
+        let mut n = seen_calls.lock().unwrap();
+        *n += 1;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        if *n == 1 {
+            // The control plane's own wait ends before the agent's: 504, the request queued.
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(1_100)).await;
+                let cap = ApiError::new("timed out after 1.1s; the request stays queued");
+                let _ = tx.send(line(&RequestEvent::error("x", 504, cap)));
+            });
+        } else {
+            let res = Res::ok(
+                "x",
+                serde_json::json!({"changes": [
+                {"object": "v1 ConfigMap shop/web", "action": "create",
+                 "status": {"state": "current", "reason": "Exists", "message": "",
+                            "time_to_current_ms": 1500}}]}),
+            );
+            tx.send(line(&RequestEvent::result(res))).unwrap();
+        }
+        Reply::Lines(rx)
+    })
+    .await;
+    let cm = K8sObject::new(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": "shop"}
+    }))
+    .unwrap();
+    let applied = topology(&server)
+        .with_wait(WaitPolicy::within(Duration::from_secs(30)))
+        .apply(&[cm], &ApplyOptions::default())
+        .await
+        .unwrap();
+    let status = applied[0].status.as_ref().expect("the waited status");
+    assert_eq!(status.status.state, Readiness::Current);
+    assert_eq!(status.time_to_current_s, Some(1.5));
+    let bodies: Vec<serde_json::Value> = server
+        .seen()
+        .iter()
+        .map(|s| serde_json::from_str(&s.body).unwrap())
+        .collect();
+    assert_eq!(bodies.len(), 2, "joined once: {bodies:?}");
+    assert_eq!(bodies[0]["id"], bodies[1]["id"], "the same request");
+    assert_eq!(bodies[0]["params"], bodies[1]["params"]);
+    assert_eq!(bodies[0]["params"]["wait_timeout_s"], 30);
+}
+
 #[tokio::test]
 async fn agent_progress_is_reported_to_the_run() {
     let (tx, handler) = streaming();
