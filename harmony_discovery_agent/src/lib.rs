@@ -3,7 +3,8 @@
 //!
 //! The report is Harmony's own `PhysicalHost` value: id (the DMI product UUID when readable,
 //! else the first MAC, hyphenated), hostname, MACs of the physical NICs (sorted), CPU count,
-//! memory and whole disks (no partitions, loop, ram or device-mapper devices). It posts with
+//! memory and whole disks named as the endpoint accepts them (`DiskName`: sd, vd, xvd, hd, nvme,
+//! mmcblk; no partitions, loop, ram or device-mapper devices). It posts with
 //! Harmony's shared HTTP client (`harmony_http`: reqwest, rustls with ring) on a
 //! current-thread runtime, and depends on nothing heavier, so the binary stays small enough for
 //! a discovery image.
@@ -11,7 +12,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harmony_types::{Disk, HostName, Id, MacAddress, PhysicalHost, Url};
+use harmony_types::{Disk, DiskName, HostName, Id, MacAddress, PhysicalHost, Url};
+
+/// What the agent posts (defined next to its validation rules in `harmony_types`).
+pub use harmony_types::DiscoveryReport;
 
 /// Discovery failed.
 #[derive(Debug, thiserror::Error)]
@@ -196,10 +200,9 @@ impl Facts {
         })?;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if ["loop", "ram", "dm-", "zram", "sr", "md"]
-                .iter()
-                .any(|p| name.starts_with(p))
-            {
+            // Only whole disks an installer can write to, named as Harmony's discovery
+            // endpoint accepts them (`DiskName`): not loop, ram, dm-, zram, sr, md, nbd...
+            if DiskName::parse(&name).is_err() {
                 continue;
             }
             let dev = entry.path();
@@ -280,14 +283,20 @@ impl Facts {
                 "none",
             ]
             .contains(&serial.to_ascii_lowercase().as_str());
-        (!placeholder).then(|| serial.to_string())
+        // A serial the endpoint would refuse (control characters, too long) is left out
+        // rather than losing the whole report.
+        let acceptable = harmony_types::check_printable("serial", serial).is_ok();
+        (!placeholder && acceptable).then(|| serial.to_string())
     }
 
     /// The report the agent sends: the host, with its DMI serial and UUID.
     pub fn discovery_report(&self) -> Result<DiscoveryReport, AgentError> {
         Ok(DiscoveryReport {
             host: self.report()?,
-            uuid: self.product_uuid().map(|id| id.to_string()),
+            uuid: self
+                .product_uuid()
+                .map(|id| id.to_string())
+                .filter(|u| harmony_types::check_uuid("uuid", u).is_ok()),
         })
     }
 
@@ -340,40 +349,6 @@ pub fn memory_device_size(raw: &[u8]) -> Option<u64> {
         }
         s if s & 0x8000 != 0 => Some(u64::from(s & 0x7FFF) << 10),
         s => Some(u64::from(s) << 20),
-    }
-}
-
-/// What the agent posts: the host as Harmony's inventory stores it, plus the DMI serial number
-/// and UUID it was read with (the UUID is also the host's id when the firmware has one).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct DiscoveryReport {
-    /// The host, with its DMI serial number.
-    #[serde(flatten)]
-    pub host: PhysicalHost,
-    /// The DMI system UUID, if the firmware gives a real one.
-    pub uuid: Option<String>,
-}
-
-impl DiscoveryReport {
-    /// One line for a console: id, CPUs, memory, disks, MACs, serial and UUID.
-    pub fn summary(&self) -> String {
-        let h = &self.host;
-        let disks: Vec<String> = h
-            .disks
-            .iter()
-            .map(|d| format!("{} {} MiB", d.name, d.size_bytes >> 20))
-            .collect();
-        let macs: Vec<String> = h.macs.iter().map(|m| m.to_string()).collect();
-        format!(
-            "host {}: {} vCPU, {} MiB memory, disks [{}], MACs [{}], serial {}, UUID {}",
-            h.id,
-            h.cpu_count,
-            h.memory_bytes >> 20,
-            disks.join(", "),
-            macs.join(", "),
-            self.host.serial.as_deref().unwrap_or("none"),
-            self.uuid.as_deref().unwrap_or("none"),
-        )
     }
 }
 

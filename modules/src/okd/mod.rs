@@ -38,7 +38,7 @@ pub use check::{OkdInstallationReportScore, OkdSanityCheckScore};
 pub use hosts::OkdHostsScore;
 pub use nodes::{DEFAULT_NODE_TIMEOUT, OkdNodesScore};
 pub use prepare::{OkdPrepareScore, dns_records, load_balancer_services};
-pub use templates::{boot_script, host_script};
+pub use templates::{boot_script, host_script, host_script_shape};
 
 /// Everything an OKD bring-up needs besides the topology: boot images, ignition and iPXE files.
 #[derive(Debug, Clone, PartialEq, Eq)]

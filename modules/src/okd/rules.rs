@@ -18,7 +18,8 @@ pub(super) fn describe(h: &PhysicalHost) -> String {
         .map(|d| {
             format!(
                 "{} {} {}",
-                d.name,
+                // Reported text is escaped: an inventory may predate report validation.
+                d.name.escape_debug(),
                 human(d.size_bytes),
                 if d.rotational { "HDD" } else { "SSD" }
             )
@@ -41,7 +42,7 @@ pub(super) fn describe(h: &PhysicalHost) -> String {
         },
         h.serial
             .as_deref()
-            .map(|s| format!("; serial {s}"))
+            .map(|s| format!("; serial {}", s.escape_debug()))
             .unwrap_or_default()
     )
 }
@@ -209,6 +210,16 @@ mod tests {
             describe(&serial).ends_with("SSD; serial CZJ1234567"),
             "{}",
             describe(&serial)
+        );
+        // Text from an inventory written before reports were validated is escaped.
+        let mut forged = host("m", "52:54:00:00:00:01", 16, 120);
+        forged.serial = Some("x\nINFO fake".into());
+        forged.disks[0].name = "vda\rchain".into();
+        let d = describe(&forged);
+        assert!(!d.contains('\n') && !d.contains('\r'), "{d}");
+        assert!(
+            d.contains("vda\\rchain") && d.contains("serial x\\nINFO fake"),
+            "{d}"
         );
     }
 }

@@ -14,9 +14,10 @@ use tokio::sync::watch;
 
 use crate::domain::capability::HttpAccess;
 use crate::domain::inventory::PhysicalHost;
-use harmony_types::MacAddress;
+use harmony_types::{DiscoveryReport, MacAddress};
 
-/// Receives the hardware report of a host being discovered; an `Err` is answered 400 with it.
+/// Receives the hardware report of a host being discovered, once it passed
+/// [`DiscoveryReport::validate`]; an `Err` is answered 400 with it.
 pub type DiscoverySink = Arc<dyn Fn(PhysicalHost) -> Result<(), String> + Send + Sync>;
 
 /// Told the MAC of each host that fetched its per-MAC iPXE script (`GET /ipxe/<mac>.ipxe`).
@@ -308,6 +309,15 @@ async fn discovery_image(shared: &Shared, path: &str, head: bool) -> Response<Bo
     }
 }
 
+/// A parse error shortened to 300 characters: it may quote the (escaped) reported value,
+/// which can be up to the whole body long.
+fn clip(e: &str) -> String {
+    match e.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &e[..i]),
+        None => e.to_string(),
+    }
+}
+
 async fn discovery(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     let Some(sink) = &shared.discovery else {
         return text(
@@ -324,29 +334,33 @@ async fn discovery(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
             );
         }
     };
-    let host: PhysicalHost = match serde_json::from_slice(&bytes) {
-        Ok(h) => h,
+    // The provisioning network is hostile: the report is parsed into validated types and every
+    // field is checked against what hardware can report before anything is stored or logged.
+    let report: DiscoveryReport = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
         Err(e) => {
+            let e = clip(&e.to_string());
+            log::warn!("discovery: refused a report that is not a host description: {e}");
             return text(
                 StatusCode::BAD_REQUEST,
                 format!("the report is not a host description: {e}\n"),
             );
         }
     };
-    // The agent also sends the DMI UUID (the host's id when the firmware has one): the log line
-    // carries it and the serial so an operator can match the report to the machine's label.
-    let extra: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-    let dmi = |key: &str| extra[key].as_str().unwrap_or("none").to_string();
-    log::info!(
-        "discovery: host {} reported {} MAC(s), {} vCPU, {} MiB memory, {} disk(s), serial {}, UUID {}",
-        host.id,
-        host.macs.len(),
-        host.cpu_count,
-        host.memory_bytes >> 20,
-        host.disks.len(),
-        dmi("serial"),
-        dmi("uuid")
-    );
+    if let Err(e) = report.validate() {
+        log::warn!(
+            "discovery: refused the report of host {}: {e}",
+            report.host.id
+        );
+        return text(
+            StatusCode::BAD_REQUEST,
+            format!("the report is refused: {e}\n"),
+        );
+    }
+    // The log line carries the serial and UUID so an operator can match the report to the
+    // machine's label; reported text is escaped so that it cannot forge a log line.
+    log::info!("discovery: {}", report.summary());
+    let host = report.host;
     match sink(host) {
         Ok(()) => text(StatusCode::CREATED, "recorded\n"),
         Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),

