@@ -14,8 +14,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::resolve::ResolvedKind;
-use super::wait_pods::{NamespacePods, workload_names};
 use super::topology::K8sTopology;
+use super::wait_pods::{NamespacePods, workload_names};
 use crate::domain::capability::{
     CapabilityError, ObjectRef, ObjectStatus, Readiness, object_status, selects_pods,
 };
@@ -72,6 +72,9 @@ struct Waited {
     /// Whether pods selected by this object can make it fail.
     workload: bool,
     live: Option<Value>,
+    /// Whether its watch (or a GET) has said anything about it yet: until then a missing
+    /// `live` means "not read yet", not "gone".
+    read: bool,
     status: ObjectStatus,
     current_after: Option<Duration>,
 }
@@ -160,6 +163,7 @@ impl K8sTopology {
                 namespace,
                 workload,
                 live: None,
+                read: false,
                 status: if plain {
                     ObjectStatus::new(Readiness::Current, "Exists", "exists")
                 } else {
@@ -275,6 +279,7 @@ impl K8sTopology {
             for (name, &i) in &scope.names {
                 match scope.api.get_opt(name).await {
                     Ok(found) => {
+                        waited[i].read = true;
                         waited[i].live = found.and_then(|mut o| {
                             o.types = Some(scope.types.clone());
                             serde_json::to_value(o).ok()
@@ -320,12 +325,14 @@ fn apply_event(
             if let Some(&i) = scope.names.get(&name) {
                 o.types = Some(scope.types.clone());
                 waited[i].live = serde_json::to_value(o).ok();
+                waited[i].read = true;
                 refresh(&mut waited[i], &no_pods, started);
             }
         }
         Ok(Event::Delete(o)) => {
             if let Some(&i) = o.metadata.name.as_ref().and_then(|n| scope.names.get(n)) {
                 waited[i].live = None;
+                waited[i].read = true;
                 refresh(&mut waited[i], &no_pods, started);
             }
         }
@@ -333,6 +340,7 @@ fn apply_event(
             for (name, &i) in &scope.names {
                 if !scope.seen_in_init.contains(name) {
                     waited[i].live = None;
+                    waited[i].read = true;
                     refresh(&mut waited[i], &no_pods, started);
                 }
             }
@@ -419,6 +427,9 @@ fn refresh(w: &mut Waited, pods: &HashMap<String, NamespacePods>, started: Insta
         return;
     }
     let Some(live) = &w.live else {
+        if !w.read {
+            return;
+        }
         w.status = ObjectStatus::new(
             Readiness::NotFound,
             "NotFound",

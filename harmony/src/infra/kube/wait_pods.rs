@@ -178,19 +178,27 @@ mod tests {
             "spec": {"selector": {"matchLabels": {"app": "web"}}},
             "status": {"conditions": [{"type": "Progressing", "status": "True",
                 "message": "ReplicaSet \"web-new\" is progressing."}]}});
-        let pod = |name: &str, rs: &str, reason: &str| serde_json::json!({"kind": "Pod",
+        let pod = |name: &str, rs: &str, reason: &str| {
+            serde_json::json!({"kind": "Pod",
             "metadata": {"name": name, "labels": {"app": "web"},
                 "ownerReferences": [{"kind": "ReplicaSet", "name": rs, "controller": true}]},
             "status": {"containerStatuses": [{"name": "app",
-                "state": {"waiting": {"reason": reason, "message": "m"}}}]}});
+                "state": {"waiting": {"reason": reason, "message": "m"}}}]}})
+        };
         let mut pods = NamespacePods::default();
         assert_eq!(
             pods.apply(pod("old-1", "web-old", "CrashLoopBackOff")),
             Some(("ReplicaSet".to_string(), "web-old".to_string()))
         );
-        assert!(pods.failure_for(&deployment).is_none(), "old pods do not fail the rollout");
+        assert!(
+            pods.failure_for(&deployment).is_none(),
+            "old pods do not fail the rollout"
+        );
         pods.apply(pod("new-1", "web-new", "ImagePullBackOff"));
-        assert_eq!(pods.failure_for(&deployment).unwrap().reason, "ImagePullBackOff");
+        assert_eq!(
+            pods.failure_for(&deployment).unwrap().reason,
+            "ImagePullBackOff"
+        );
         pods.delete("new-1");
         assert!(pods.failure_for(&deployment).is_none());
         assert_eq!(workload_names("ReplicaSet", "web-new"), ["web-new", "web"]);
