@@ -415,7 +415,7 @@ fn refresh_pods_of(
             && w.namespace.as_deref() == Some(namespace)
             && owners
                 .as_ref()
-                .is_none_or(|o| o.iter().any(|n| *n == w.reference.name))
+                .is_none_or(|o| o.contains(&w.reference.name))
     }) {
         refresh(w, pods, started);
     }
