@@ -239,3 +239,54 @@ async fn a_claim_that_stays_pending_times_out_naming_it() {
         "{message}"
     );
 }
+
+/// A Deployment whose pods crash-loop before the wait starts (an unchanged re-apply): the
+/// wait's first reading of the Deployment must already weigh the pods its pod watch listed,
+/// whatever order the two watches answer in (no pod event follows: the pod's state is final).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deployment_already_crash_looping_fails_at_once_on_reapply() {
+    let server = start();
+    let ns = "already";
+    let manifests = || {
+        objects(vec![
+            namespace(ns),
+            deployment(ns, "crash", 1, template("crash", Some("crashloop"), None)),
+        ])
+    };
+    let no_wait = server.topology(
+        "no-wait",
+        &RunContext {
+            wait: WaitPolicy::disabled(),
+            ..RunContext::default()
+        },
+    );
+    no_wait.ensure_ready().await.unwrap();
+    no_wait
+        .apply(&manifests(), &ApplyOptions::default())
+        .await
+        .unwrap();
+    let crashing = harmony_e2e::netns::wait_for(Duration::from_secs(120), || {
+        let out = server.kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.items[*].status.containerStatuses[*].state.waiting.reason}",
+        ]);
+        String::from_utf8_lossy(&out.stdout)
+            .contains("CrashLoopBackOff")
+            .then_some(())
+    });
+    assert!(crashing.is_some(), "kwok's crashloop stage never applied");
+    let k8s = waiting(&server, Duration::from_secs(3_600)).await;
+    for _ in 0..3 {
+        let failure = k8s
+            .apply(&manifests(), &ApplyOptions::default())
+            .await
+            .expect_err("a crash loop never ends current");
+        let (named, timed_out, _) = not_current(failure);
+        assert_eq!(timed_out, None, "failed at once, not at the timeout");
+        assert_eq!(named[0].1.reason, "CrashLoopBackOff", "{named:?}");
+    }
+}

@@ -174,6 +174,18 @@ impl K8sTopology {
         }
         let mut pods: HashMap<String, NamespacePods> = HashMap::new();
         let mut streams: Vec<BoxStream<'static, Update>> = Vec::new();
+        // Pods first: a workload's first reading then already weighs the pods listed with it,
+        // so a pod that failed before the wait (and will send no further event) still counts.
+        for (ns, resource) in &pod_namespaces {
+            let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, resource);
+            let ns = ns.clone();
+            streams.push(
+                watcher::watcher(api, watch::Config::default())
+                    .default_backoff()
+                    .map(move |e| Update::Pods(ns.clone(), e))
+                    .boxed(),
+            );
+        }
         for (i, s) in scopes.iter().enumerate() {
             let mut config = watch::Config::default();
             if s.names.len() == 1
@@ -185,16 +197,6 @@ impl K8sTopology {
                 watcher::watcher(s.api.clone(), config)
                     .default_backoff()
                     .map(move |e| Update::Object(i, e))
-                    .boxed(),
-            );
-        }
-        for (ns, resource) in &pod_namespaces {
-            let api: Api<DynamicObject> = Api::namespaced_with(conn.client.clone(), ns, resource);
-            let ns = ns.clone();
-            streams.push(
-                watcher::watcher(api, watch::Config::default())
-                    .default_backoff()
-                    .map(move |e| Update::Pods(ns.clone(), e))
                     .boxed(),
             );
         }
@@ -223,7 +225,7 @@ impl K8sTopology {
                     match update {
                         None => streams_open = false,
                         Some(Update::Object(i, event)) => {
-                            apply_event(&mut scopes[i], &mut waited, event, started);
+                            apply_event(&mut scopes[i], &mut waited, event, &pods, started);
                         }
                         Some(Update::Pods(ns, event)) => {
                             let changed = pod_event(pods.entry(ns.clone()).or_default(), event);
@@ -312,9 +314,9 @@ fn apply_event(
     scope: &mut ScopeState,
     waited: &mut [Waited],
     event: Result<Event<DynamicObject>, watcher::Error>,
+    pods: &HashMap<String, NamespacePods>,
     started: Instant,
 ) {
-    let no_pods: HashMap<String, NamespacePods> = HashMap::new();
     match event {
         Ok(Event::Init) => scope.seen_in_init.clear(),
         Ok(Event::InitApply(mut o)) | Ok(Event::Apply(mut o)) => {
@@ -326,14 +328,14 @@ fn apply_event(
                 o.types = Some(scope.types.clone());
                 waited[i].live = serde_json::to_value(o).ok();
                 waited[i].read = true;
-                refresh(&mut waited[i], &no_pods, started);
+                refresh(&mut waited[i], pods, started);
             }
         }
         Ok(Event::Delete(o)) => {
             if let Some(&i) = o.metadata.name.as_ref().and_then(|n| scope.names.get(n)) {
                 waited[i].live = None;
                 waited[i].read = true;
-                refresh(&mut waited[i], &no_pods, started);
+                refresh(&mut waited[i], pods, started);
             }
         }
         Ok(Event::InitDone) => {
@@ -341,7 +343,7 @@ fn apply_event(
                 if !scope.seen_in_init.contains(name) {
                     waited[i].live = None;
                     waited[i].read = true;
-                    refresh(&mut waited[i], &no_pods, started);
+                    refresh(&mut waited[i], pods, started);
                 }
             }
         }
