@@ -2,6 +2,7 @@
 
 pub mod agent_rbac;
 pub mod apiserver;
+pub mod bench;
 pub mod files;
 pub mod ha;
 pub mod multi_region;

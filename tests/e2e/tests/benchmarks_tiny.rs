@@ -1,5 +1,6 @@
-//! `bench all --tiny` still works: every benchmark runs at tens of objects, hosts and agents,
-//! checks its own output, and the table has every row. Never asserts a time (issue 18).
+//! `bench all --tiny` still works: every benchmark runs at tens of objects, Deployments, hosts
+//! and agents, checks its own output, and the table has every row. Never asserts a time
+//! (issue 18).
 //! Needs the kube-apiserver fixture (`HARMONY_KUBE_FIXTURE`), PostgreSQL 18 and haproxy, as the
 //! suites the benchmarks borrow from do.
 
@@ -26,6 +27,9 @@ fn every_benchmark_runs_at_a_tiny_size_and_reports_every_figure() {
         "| re-apply, nothing changed, 20 objects | kubectl apply --server-side | ≤ 0.1× |",
         "| plan, nothing changed, 20 objects | kubectl diff --server-side | ≤ 0.2× |",
         "| plan, 10% changed, 20 objects | kubectl diff --server-side | ≤ 0.2× |",
+        "| wait after first apply, 20 Deployments × 1 replica(s) | kubectl wait --for=condition=Available deployment --all | ≤ 1.1× |",
+        "| wait after first apply, 20 Deployments × 1 replica(s) | kubectl rollout status, one per Deployment, in turn | ≤ 1.1× |",
+        "| confirm already current (re-apply), 20 Deployments | kubectl wait --for=condition=Available deployment --all | ≤ 1.1× |",
         "| render 20 bare-metal hosts (DHCP, per-MAC iPXE, haproxy) | - | ≤ 0.5 s |",
         "| memory per agent connection at 24 agents |",
         "| all agents healthy again after a control-plane restart (24 agents, one process) |",
@@ -34,11 +38,11 @@ fn every_benchmark_runs_at_a_tiny_size_and_reports_every_figure() {
     ] {
         assert!(table.contains(row), "{row:?} missing:\n{table}");
     }
-    // Nine figures, each a row marked as a tiny run, and no benchmark failed.
+    // Twelve figures, each a row marked as a tiny run, and no benchmark failed.
     let rows: Vec<&str> = table
         .lines()
         .filter(|l| l.ends_with("| — (tiny) |"))
         .collect();
-    assert_eq!(rows.len(), 9, "{table}");
+    assert_eq!(rows.len(), 12, "{table}");
     assert!(!table.contains("failed:"), "{table}");
 }

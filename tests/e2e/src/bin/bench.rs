@@ -1,11 +1,12 @@
-//! Runs the benchmarks and prints one table of their figures against the goals of issue 18.
+//! Runs the benchmarks and prints one table of their figures against the goals of issue 18
+//! (and issue 26's wait).
 //!
 //! ```text
-//! cargo run --release -p harmony_e2e --bin bench -- all [--tiny] [--runs N] [--objects 1000,10000] [--hosts 10000] [--agents 10000]
-//! cargo run --release -p harmony_e2e --bin bench -- apply|render|agents [same flags]
+//! cargo run --release -p harmony_e2e --bin bench -- all [--tiny] [--runs N] [--objects 1000,10000] [--deployments 1000] [--hosts 10000] [--agents 10000]
+//! cargo run --release -p harmony_e2e --bin bench -- apply|wait|render|agents [same flags]
 //! ```
 //!
-//! Each benchmark (`bench_apply`, `bench_render`, `bench_agents`) runs as a child process from
+//! Each benchmark (`bench_apply`, `bench_wait`, `bench_render`, `bench_agents`) runs as a child process from
 //! the folder this binary sits in, so `cargo build --release -p harmony_e2e --bins` builds them
 //! all. Their human output passes through; each ends with one `BENCH {json}` line on stdout
 //! (`{"bench": ..., "figures": [{"figure", "peer", "goal", "measured", "met"}]}`), which this
@@ -25,8 +26,9 @@ type BenchResult<T> = Result<T, String>;
 /// The benchmarks `all` runs, in order: name and binary. `agents` on the command line runs
 /// both agent runs: 10,000 agents on one process (memory per connection, the restart storm)
 /// and the most one process can hold (100,000 asked).
-const BENCHES: [(&str, &str); 4] = [
+const BENCHES: [(&str, &str); 5] = [
     ("apply", "bench_apply"),
+    ("wait", "bench_wait"),
     ("render", "bench_render"),
     ("agents", "bench_agents"),
     ("agents-scale", "bench_agents"),
@@ -37,12 +39,13 @@ struct Options {
     tiny: bool,
     runs: Option<String>,
     objects: Option<String>,
+    deployments: Option<String>,
     hosts: Option<String>,
     agents: Option<String>,
     scale_agents: Option<String>,
 }
 
-const USAGE: &str = "usage: bench all|apply|render|agents [--tiny] [--runs N] [--objects N[,N...]] [--hosts N] [--agents N] [--scale-agents N]";
+const USAGE: &str = "usage: bench all|apply|wait|render|agents [--tiny] [--runs N] [--objects N[,N...]] [--deployments N] [--hosts N] [--agents N] [--scale-agents N]";
 
 fn parse_args() -> BenchResult<Options> {
     let mut args = std::env::args().skip(1);
@@ -72,6 +75,7 @@ fn parse_args() -> BenchResult<Options> {
         tiny: false,
         runs: None,
         objects: None,
+        deployments: None,
         hosts: None,
         agents: None,
         scale_agents: None,
@@ -82,6 +86,7 @@ fn parse_args() -> BenchResult<Options> {
             "--tiny" => o.tiny = true,
             "--runs" => o.runs = Some(value()?),
             "--objects" => o.objects = Some(value()?),
+            "--deployments" => o.deployments = Some(value()?),
             "--hosts" => o.hosts = Some(value()?),
             "--agents" => o.agents = Some(value()?),
             "--scale-agents" => o.scale_agents = Some(value()?),
@@ -104,6 +109,13 @@ fn child_args(name: &str, o: &Options) -> Vec<String> {
         "apply" => vec![
             "--objects".into(),
             pick(&o.objects, "1000,10000", "20"),
+            "--runs".into(),
+            runs,
+        ],
+        // 1,000 Deployments (1 replica each) on fresh fixtures with controllers (issue 26).
+        "wait" => vec![
+            "--objects".into(),
+            pick(&o.deployments, "1000", "20"),
             "--runs".into(),
             runs,
         ],

@@ -23,14 +23,13 @@
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 use harmony::domain::capability::{ApplyOptions, K8sClient, K8sObject};
 use harmony::domain::{ChangeAction, ObjectChange, RunContext, Topology};
 use harmony_e2e::ApiServer;
-
-type BenchResult<T> = Result<T, String>;
+use harmony_e2e::bench::{BenchResult, check, kubectl, stats};
 
 /// One timed step: wall-clock time and the CPU time the client and the API server spent.
 #[derive(Clone, Copy, Default)]
@@ -272,16 +271,6 @@ struct KubectlRun {
     throttled: usize,
 }
 
-/// The fixture's kubectl, built from the same Kubernetes modules as the apiserver.
-/// Unlike `ApiServer::kubectl`, a missing binary is an error rather than a panic.
-fn kubectl(server: &ApiServer) -> BenchResult<Command> {
-    let mut cmd = Command::new(ApiServer::binary()?);
-    cmd.arg("kubectl")
-        .env("KUBECONFIG", server.kubeconfig())
-        .stdin(Stdio::null());
-    Ok(cmd)
-}
-
 /// Its discovery cache lives in `cache_dir` so the re-apply sees a warm cache, as on a
 /// workstation, without touching ~/.kube.
 fn kubectl_apply(server: &ApiServer, dir: &Path, cache_dir: &Path) -> BenchResult<KubectlRun> {
@@ -388,15 +377,6 @@ fn stored_objects(server: &ApiServer) -> BenchResult<usize> {
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).lines().count())
-}
-
-fn check(ok: bool, what: String) -> BenchResult<()> {
-    if ok {
-        eprintln!("  ok: {what}");
-        Ok(())
-    } else {
-        Err(format!("check failed: {what}"))
-    }
 }
 
 /// The timed steps of one run, in order.
@@ -635,18 +615,6 @@ async fn one_run(input: &Inputs, concurrency: Option<usize>) -> BenchResult<[Ste
         h_plan10,
         k_diff10.elapsed,
     ])
-}
-
-/// Median, min and max.
-fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    let median = if v.len().is_multiple_of(2) {
-        (v[mid - 1] + v[mid]) / 2.0
-    } else {
-        v[mid]
-    };
-    (median, v[0], v[v.len() - 1])
 }
 
 async fn run(options: Options) -> BenchResult<()> {
