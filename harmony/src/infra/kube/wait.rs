@@ -25,6 +25,9 @@ use crate::domain::{WaitedStatus, report_progress};
 const DEFAULT_NAMESPACE: &str = "default";
 /// How often objects whose kind cannot be watched (403 on watch) are read instead.
 const TICK: Duration = Duration::from_secs(2);
+/// How long, after an object failed, the wait goes on reading objects it has not read yet,
+/// so the failure's report says where every object stands.
+const SETTLE: Duration = Duration::from_secs(2);
 /// How often the progress line is repeated while nothing changes.
 const HEARTBEAT: Duration = Duration::from_secs(10);
 
@@ -206,14 +209,25 @@ impl K8sTopology {
         tick.tick().await;
         let mut last_current = usize::MAX;
         let mut last_line = Instant::now();
+        let mut failed_at: Option<Instant> = None;
         let mut streams_open = !merged.is_empty();
         let timed_out = loop {
             let current = waited
                 .iter()
                 .filter(|w| w.status.state == Readiness::Current)
                 .count();
-            if current == total || waited.iter().any(|w| w.status.state == Readiness::Failed) {
+            if current == total {
                 break None;
+            }
+            // Stop at the first failure, once every object has been read at least once (or
+            // SETTLE passed), so the report says where the others stand rather than "not read
+            // yet".
+            if waited.iter().any(|w| w.status.state == Readiness::Failed) {
+                let since = *failed_at.get_or_insert_with(Instant::now);
+                let all_read = waited.iter().all(|w| w.scope.is_none() || w.read);
+                if all_read || since.elapsed() >= SETTLE {
+                    break None;
+                }
             }
             if current != last_current {
                 last_current = current;
