@@ -13,6 +13,7 @@ pub mod postgres;
 pub mod providers;
 pub mod region_world;
 pub mod workloads;
+pub mod x509;
 
 pub use apiserver::{ApiServer, ApiServerOptions, crds_dir};
 pub use pg_datapath::DataPath;

@@ -6,17 +6,15 @@ use std::time::Duration;
 
 use base64::Engine;
 use serde_json::Value;
-use x509_cert::der::asn1::{Ia5StringRef, ObjectIdentifier, PrintableStringRef, Utf8StringRef};
-use x509_cert::der::{Decode, Tag, Tagged};
+use x509_cert::der::Decode;
 
 use harmony_e2e::ApiServer;
 use harmony_e2e::netns::wait_for;
+use harmony_e2e::x509::{COMMON_NAME, name_attributes};
 
 /// How long one controller outcome may take (informers start, a few reconcile rounds; two
 /// fixtures share two cores when the tests run in parallel).
 const TIMEOUT: Duration = Duration::from_secs(120);
-
-const COMMON_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
 
 fn start() -> ApiServer {
     ApiServer::start_with_controllers().unwrap_or_else(|e| panic!("fixture: {e}"))
@@ -433,22 +431,7 @@ spec:
 
 /// The first common name in an X.509 name.
 fn common_name(name: &x509_cert::name::Name) -> Option<String> {
-    name.0
-        .iter()
-        .flat_map(|rdn| rdn.0.iter())
-        .filter(|atv| atv.oid == COMMON_NAME)
-        .find_map(|atv| match atv.value.tag() {
-            Tag::Utf8String => Utf8StringRef::try_from(&atv.value)
-                .ok()
-                .map(|s| s.as_str().to_string()),
-            Tag::PrintableString => PrintableStringRef::try_from(&atv.value)
-                .ok()
-                .map(|s| s.as_str().to_string()),
-            Tag::Ia5String => Ia5StringRef::try_from(&atv.value)
-                .ok()
-                .map(|s| s.as_str().to_string()),
-            _ => None,
-        })
+    name_attributes(name, COMMON_NAME).into_iter().next()
 }
 
 /// The pids of `pid`'s direct children, with their command lines.

@@ -29,8 +29,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use x509_cert::der::Decode;
-use x509_cert::der::asn1::{Ia5StringRef, ObjectIdentifier, PrintableStringRef, Utf8StringRef};
-use x509_cert::der::{Tag, Tagged};
 
 use harmony::domain::capability::cluster_nodes::{
     KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, NODE_BOOTSTRAPPER,
@@ -42,6 +40,7 @@ use harmony::domain::{Inventory, Maestro, RunContext, RunOptions, ScoreReport, S
 use harmony::infra::okd::{APPROVAL_REASON, BareMetalServices, HAClusterTopology};
 use harmony::types::{HostName, MacAddress};
 use harmony_e2e::okd_lab::{WORKER0, WORKER1, layout, machine};
+use harmony_e2e::x509::{COMMON_NAME, ORGANIZATION, name_attributes as attributes};
 use harmony_e2e::{ApiServer, ApiServerOptions};
 use harmony_modules::okd::OkdNodesScore;
 
@@ -50,9 +49,6 @@ const STRANGER: &str = "system:serviceaccount:default:builder";
 
 /// How long one real component's outcome (a signature, a Ready Node) may take.
 const COMPONENT_TIMEOUT: Duration = Duration::from_secs(120);
-
-const COMMON_NAME: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.3");
-const ORGANIZATION: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.4.10");
 
 async fn client_as(server: &ApiServer, user: Option<(&str, &[&str])>) -> Client {
     let kc = Kubeconfig::read_from(server.kubeconfig()).unwrap();
@@ -244,27 +240,6 @@ async fn signed_certificate(server: &ApiServer, admin: &Client, name: &str, node
         "{name}: issuer"
     );
     pem_bytes
-}
-
-/// The values of attribute `oid` in an X.509 name, in order.
-fn attributes(name: &x509_cert::name::Name, oid: ObjectIdentifier) -> Vec<String> {
-    name.0
-        .iter()
-        .flat_map(|rdn| rdn.0.iter())
-        .filter(|atv| atv.oid == oid)
-        .filter_map(|atv| match atv.value.tag() {
-            Tag::Utf8String => Utf8StringRef::try_from(&atv.value)
-                .ok()
-                .map(|s| s.as_str().to_string()),
-            Tag::PrintableString => PrintableStringRef::try_from(&atv.value)
-                .ok()
-                .map(|s| s.as_str().to_string()),
-            Tag::Ia5String => Ia5StringRef::try_from(&atv.value)
-                .ok()
-                .map(|s| s.as_str().to_string()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// One worker's kubelet, authenticated by the client certificate the real signer issued.
