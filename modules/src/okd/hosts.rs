@@ -710,7 +710,9 @@ mod tests {
                         match KEYS.get(field) {
                             Some(key) => body[key] = value,
                             None => match body["disks"].as_array_mut() {
-                                Some(disks) if !disks.is_empty() => disks[0]["name"] = name.into(),
+                                Some(disks) if disks.first().is_some_and(Value::is_object) => {
+                                    disks[0]["name"] = name.into()
+                                }
                                 Some(disks) => disks.push(
                                     json!({"name": name, "size_bytes": 512, "rotational": false}),
                                 ),
