@@ -205,6 +205,23 @@ impl ApiServer {
             .unwrap_or_default()
     }
 
+    /// The last `lines` lines of each of `components`' logs (see [`Self::component_log`]), for
+    /// failure messages.
+    pub fn component_log_tails(&self, components: &[&str], lines: usize) -> String {
+        components
+            .iter()
+            .map(|c| {
+                let text = self.component_log(c);
+                let all: Vec<&str> = text.lines().collect();
+                format!(
+                    "--- {c}.log (last lines)\n{}",
+                    all[all.len().saturating_sub(lines)..].join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// The names of the kwok nodes the fixture created and waited Ready for (`kwok-node-0`..,
     /// labelled `type=kwok`); empty without controllers.
     pub fn node_names(&self) -> Vec<String> {

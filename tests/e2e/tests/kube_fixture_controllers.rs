@@ -42,18 +42,10 @@ fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
 
 /// The end of each component's log, for failure messages.
 fn logs(server: &ApiServer) -> String {
-    ["apiserver", "controller-manager", "scheduler", "kwok"]
-        .iter()
-        .map(|c| {
-            let text = server.component_log(c);
-            let lines: Vec<&str> = text.lines().collect();
-            format!(
-                "--- {c}.log (last lines)\n{}",
-                lines[lines.len().saturating_sub(15)..].join("\n")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    server.component_log_tails(
+        &["apiserver", "controller-manager", "scheduler", "kwok"],
+        15,
+    )
 }
 
 /// Polls `check` until it returns `Some`, or fails the test with `what` and the logs.

@@ -171,18 +171,7 @@ async fn certificate(admin: &Client, name: &str) -> Option<Vec<u8>> {
 
 /// The end of the controller-manager's and kwok's logs, for failure messages.
 fn logs(server: &ApiServer) -> String {
-    ["controller-manager", "kwok"]
-        .iter()
-        .map(|c| {
-            let text = server.component_log(c);
-            let lines: Vec<&str> = text.lines().collect();
-            format!(
-                "--- {c}.log (last lines)\n{}",
-                lines[lines.len().saturating_sub(15)..].join("\n")
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    server.component_log_tails(&["controller-manager", "kwok"], 15)
 }
 
 async fn wait_approved(admin: &Client, name: &str) {

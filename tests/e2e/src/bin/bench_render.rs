@@ -22,6 +22,7 @@ use harmony::domain::operator::{OperatorHandle, Unattended};
 use harmony::domain::{Inventory, Maestro, RunContext, RunOptions, ScoreStatus};
 use harmony::infra::okd::{BareMetalServices, HAClusterTopology};
 use harmony::types::{Dns1123Label, HostName, Id, IpAddress, Ipv4Cidr, MacAddress};
+use harmony_e2e::bench::stats;
 use harmony_modules::okd::OkdInstallation;
 
 type BenchResult<T> = Result<T, String>;
@@ -264,17 +265,6 @@ fn verify(root: &Path, hosts: usize) -> BenchResult<String> {
     Ok(summary)
 }
 
-fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    let median = if v.len().is_multiple_of(2) {
-        (v[mid - 1] + v[mid]) / 2.0
-    } else {
-        v[mid]
-    };
-    (median, v[0], v[v.len() - 1])
-}
-
 async fn run(o: Options) -> BenchResult<()> {
     eprintln!(
         "bench_render: {} workers (+ bootstrap and 3 control-plane hosts), {} run(s)",
@@ -296,17 +286,17 @@ async fn run(o: Options) -> BenchResult<()> {
         eprintln!("  run {run}: {:.3} s; ok: {summary}", t.total.as_secs_f64());
         timings.push(t);
     }
-    let (med, min, max) = median(timings.iter().map(|t| t.total.as_secs_f64()).collect());
+    let (med, min, max) = stats(timings.iter().map(|t| t.total.as_secs_f64()).collect());
     println!();
     println!(
         "render {} bare-metal hosts, median of {} run(s) (min / max)",
         o.hosts, o.runs
     );
     println!("{:<40} {:>10}", "phase", "seconds");
-    let (topo, ..) = median(timings.iter().map(|t| t.topology.as_secs_f64()).collect());
+    let (topo, ..) = stats(timings.iter().map(|t| t.topology.as_secs_f64()).collect());
     println!("{:<40} {topo:>10.3}", "topology creation");
     for (i, (name, _)) in timings[0].scores.iter().enumerate() {
-        let (s, ..) = median(
+        let (s, ..) = stats(
             timings
                 .iter()
                 .map(|t| t.scores.get(i).map_or(0.0, |(_, d)| d.as_secs_f64()))
