@@ -31,6 +31,8 @@ for tool in dnsmasq:dnsmasq-base busybox:busybox qemu-system-x86_64:qemu-system-
     command -v "${tool%%:*}" >/dev/null || okd_missing+=("${tool##*:}")
 done
 [[ -e /usr/share/qemu/pxe-virtio.rom || -e /usr/lib/ipxe/qemu/pxe-virtio.rom ]] || okd_missing+=(ipxe-qemu)
+# The iPXE binaries the OKD example serves over TFTP when applying (example_okd_workers.rs).
+[[ -e /usr/lib/ipxe/undionly.kpxe && -e /usr/lib/ipxe/ipxe.efi ]] || okd_missing+=(ipxe)
 # The discovery image (discovery-image/build.sh, tests/e2e/tests/okd_discovery_qemu.rs).
 for tool in cpio:cpio strip:binutils dpkg-deb:dpkg; do
     command -v "${tool%%:*}" >/dev/null || okd_missing+=("${tool##*:}")

@@ -1,7 +1,7 @@
 use clap::{ArgAction, ArgMatches, Command, FromArgMatches, ValueEnum};
 use std::path::PathBuf;
 
-use harmony::domain::capability::RoleRule;
+use harmony::domain::capability::{RoleRule, RootDeviceRule};
 use harmony::domain::flags::FlagGroups;
 
 /// The parsed `harmony_cli` flags: the common ones and the groups the program's topology
@@ -14,7 +14,7 @@ pub struct Args {
     pub cluster: ClusterArgs,
     /// `--prune`, `--force-conflicts`, `--no-wait`, `--wait-timeout`.
     pub ownership: OwnershipArgs,
-    /// `--apply`, `--inventory`, `--roles`, `--discovery-timeout`, `--assign`.
+    /// `--apply`, `--inventory`, `--roles`, `--discovery-timeout`, `--assign`, `--root-device`.
     pub bare_metal: BareMetalArgs,
 }
 
@@ -151,10 +151,22 @@ pub struct BareMetalArgs {
     /// a size rule matching more hosts than the role needs stops and lists them); repeatable.
     #[arg(long = "assign", value_name = "ROLE=RULE", value_parser = parse_role_rule)]
     pub assign: Vec<RoleRule>,
+
+    /// Which disk hosts install to, as Metal3's root-device hints: TARGET a role or host:ID,
+    /// HINTS name:sdb, min-size:200GB, rotational:true|false, model:TEXT (substring),
+    /// serial:TEXT, wwn:TEXT (e.g. worker=min-size:200GB,rotational:false); a host's own rule
+    /// wins over its role's. Default: the smallest SSD of at least 100 GB, else the smallest
+    /// HDD of at least 100 GB; a host with no such disk fails naming its disks. Repeatable.
+    #[arg(long = "root-device", value_name = "TARGET=HINTS", value_parser = parse_root_device)]
+    pub root_device: Vec<RootDeviceRule>,
 }
 
 fn parse_role_rule(s: &str) -> Result<RoleRule, String> {
     RoleRule::parse(s)
+}
+
+fn parse_root_device(s: &str) -> Result<RootDeviceRule, String> {
+    RootDeviceRule::parse(s)
 }
 
 /// A program that has no flags of its own.

@@ -21,6 +21,7 @@ const GROUPS: [(&str, &[&str]); 3] = [
             "--roles",
             "--discovery-timeout",
             "--assign",
+            "--root-device",
         ],
     ),
 ];

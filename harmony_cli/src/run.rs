@@ -165,6 +165,7 @@ where
             .discovery_timeout
             .map(std::time::Duration::from_secs),
         assign: args.bare_metal.assign.clone(),
+        root_device: args.bare_metal.root_device.clone(),
         wait: args.ownership.wait_policy(),
         operator: OperatorHandle::new(CliOperator::new(
             args.common.yes,

@@ -213,7 +213,21 @@ impl Facts {
             let rotational = std::fs::read_to_string(dev.join("queue/rotational"))
                 .map(|t| t.trim() == "1")
                 .unwrap_or(false);
+            // Identity for root-device hints: what the kernel exposes, left out when absent or
+            // when the endpoint would refuse it (control characters, too long).
+            let text = |rels: &[&str]| {
+                rels.iter().find_map(|rel| {
+                    let t = std::fs::read_to_string(dev.join(rel)).ok()?;
+                    let t = t.trim();
+                    harmony_types::check_printable(rel, t)
+                        .is_ok()
+                        .then(|| t.to_string())
+                })
+            };
             disks.push(Disk {
+                model: text(&["device/model"]),
+                serial: text(&["device/serial", "serial"]),
+                wwn: text(&["wwid", "device/wwid"]),
                 name,
                 size_bytes: sectors * 512,
                 rotational,
@@ -291,12 +305,19 @@ impl Facts {
 
     /// The report the agent sends: the host, with its DMI serial and UUID.
     pub fn discovery_report(&self) -> Result<DiscoveryReport, AgentError> {
+        let host = self.report()?;
+        // The NIC iPXE booted from, when the boot script named it and it is one of ours.
+        let boot_mac = std::fs::read_to_string(self.path("proc/cmdline"))
+            .ok()
+            .and_then(|c| boot_mac_from_cmdline(&c))
+            .filter(|m| host.macs.contains(m));
         Ok(DiscoveryReport {
-            host: self.report()?,
+            host,
             uuid: self
                 .product_uuid()
                 .map(|id| id.to_string())
                 .filter(|u| harmony_types::check_uuid("uuid", u).is_ok()),
+            boot_mac,
         })
     }
 
@@ -309,6 +330,17 @@ impl Facts {
 
 /// The kernel command-line parameter naming the discovery endpoint.
 pub const CMDLINE_PARAMETER: &str = "harmony.discovery";
+
+/// The kernel command-line parameter naming the MAC iPXE booted from (`${mac}` in boot.ipxe).
+pub const BOOT_MAC_PARAMETER: &str = "harmony.bootmac";
+
+/// Finds `harmony.bootmac=MAC` among the words of a kernel command line.
+pub fn boot_mac_from_cmdline(cmdline: &str) -> Option<MacAddress> {
+    cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix(BOOT_MAC_PARAMETER)?.strip_prefix('='))
+        .and_then(|m| MacAddress::parse(m).ok())
+}
 
 /// Finds `harmony.discovery=URL` among the words of a kernel command line.
 pub fn url_from_cmdline(cmdline: &str) -> Result<Url, AgentError> {
@@ -442,6 +474,12 @@ mod tests {
         write(r, "sys/class/net/lo/address", "00:00:00:00:00:00\n");
         write(r, "sys/block/vda/size", "2097152\n");
         write(r, "sys/block/vda/queue/rotational", "0\n");
+        write(r, "sys/block/vda/serial", "VIRTIO-0042\n");
+        write(r, "sys/block/sda/size", "4194304\n");
+        write(r, "sys/block/sda/device/model", "QEMU HARDDISK   \n");
+        write(r, "sys/block/sda/device/wwid", "naa.5000c500a1b2c3d4\n");
+        write(r, "sys/block/sdb/size", "4194304\n");
+        write(r, "sys/block/sdb/device/model", "bad\u{1b}[2Jmodel\n");
         write(r, "sys/block/loop0/size", "10\n");
         let report = Facts::under(r).report().unwrap();
         assert_eq!(report.id.as_str(), "52-54-00-aa-00-01");
@@ -450,11 +488,27 @@ mod tests {
         assert_eq!(report.macs.len(), 1);
         assert_eq!(
             report.disks,
-            vec![Disk {
-                name: "vda".into(),
-                size_bytes: 1 << 30,
-                rotational: false
-            }]
+            vec![
+                Disk {
+                    name: "sda".into(),
+                    size_bytes: 2 << 30,
+                    model: Some("QEMU HARDDISK".into()),
+                    wwn: Some("naa.5000c500a1b2c3d4".into()),
+                    ..Default::default()
+                },
+                // A model the endpoint would refuse (an escape sequence) is left out.
+                Disk {
+                    name: "sdb".into(),
+                    size_bytes: 2 << 30,
+                    ..Default::default()
+                },
+                Disk {
+                    name: "vda".into(),
+                    size_bytes: 1 << 30,
+                    serial: Some("VIRTIO-0042".into()),
+                    ..Default::default()
+                }
+            ]
         );
         let json = serde_json::to_value(&report).unwrap();
         assert_eq!(json["macs"][0], "52:54:00:aa:00:01");
@@ -570,6 +624,38 @@ mod tests {
             "To Be Filled By O.E.M.\n",
         );
         assert_eq!(Facts::under(r).product_serial(), None);
+    }
+
+    #[test]
+    fn the_boot_mac_comes_from_the_kernel_command_line_and_is_listed_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        write(r, "proc/cpuinfo", "processor\t: 0\n");
+        write(r, "proc/meminfo", "MemTotal:       16384 kB\n");
+        for (nic, mac) in [("eth0", "52:54:00:aa:00:01"), ("eth1", "52:54:00:aa:00:02")] {
+            write(r, &format!("sys/class/net/{nic}/address"), mac);
+            write(r, &format!("sys/class/net/{nic}/device/vendor"), "0x1af4");
+        }
+        write(r, "sys/block/vda/size", "2097152\n");
+        write(
+            r,
+            "proc/cmdline",
+            "initrd=initrd.img harmony.discovery=http://x/discovery harmony.bootmac=52:54:00:aa:00:02\n",
+        );
+        let report = Facts::under(r).discovery_report().unwrap();
+        report.validate().unwrap();
+        let boot = MacAddress::parse("52:54:00:aa:00:02").unwrap();
+        assert_eq!(report.boot_mac, Some(boot));
+        assert_eq!(report.host.macs[0].to_string(), "52:54:00:aa:00:01");
+        assert_eq!(
+            report.into_host().macs[0],
+            boot,
+            "the boot MAC is listed first"
+        );
+        // A MAC that is not one of the host's NICs is not reported as its boot MAC.
+        write(r, "proc/cmdline", "harmony.bootmac=52:54:00:aa:00:09\n");
+        assert_eq!(Facts::under(r).discovery_report().unwrap().boot_mac, None);
+        assert_eq!(boot_mac_from_cmdline("harmony.bootmac=${mac}"), None);
     }
 
     #[test]

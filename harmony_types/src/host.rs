@@ -34,7 +34,7 @@ pub struct PhysicalHost {
 }
 
 /// A block device.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Disk {
     /// Kernel name, e.g. `sda`, `nvme0n1` (a [`DiskName`] once the report is validated).
     pub name: String,
@@ -42,6 +42,17 @@ pub struct Disk {
     pub size_bytes: u64,
     /// Rotational (HDD) or not.
     pub rotational: bool,
+    /// The model the device reports (`/sys/block/<name>/device/model`), printable ASCII.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The device's serial number (`/sys/block/<name>/device/serial`, or `serial` for
+    /// virtio), printable ASCII.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// The device's World Wide Name (`/sys/block/<name>/wwid` or `device/wwid`), printable
+    /// ASCII.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wwn: Option<String>,
 }
 
 const DISK_EXPECTED: &str = "a kernel block device name: sd[a-z]{1,3}, vd[a-z]{1,3}, \
@@ -266,6 +277,11 @@ impl PhysicalHost {
                     "list each disk once",
                 ));
             }
+            for (what, value) in [("model", &d.model), ("serial", &d.serial), ("wwn", &d.wwn)] {
+                if let Some(v) = value {
+                    check_printable(&format!("disks[{i}].{what}"), v)?;
+                }
+            }
             if d.size_bytes == 0 || d.size_bytes > MAX_DISK_BYTES || d.size_bytes % 512 != 0 {
                 return Err(invalid(
                     format!("disks[{i}].size_bytes"),
@@ -289,6 +305,11 @@ pub struct DiscoveryReport {
     /// The DMI system UUID, if the firmware gives a real one.
     #[serde(default)]
     pub uuid: Option<String>,
+    /// The MAC of the NIC the host PXE-booted the discovery image from (iPXE's `${mac}`,
+    /// passed on the kernel command line as `harmony.bootmac=`); one of `macs`. The inventory
+    /// lists it first: a host's first MAC is the one it is bound and reserved by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_mac: Option<MacAddress>,
 }
 
 impl DiscoveryReport {
@@ -299,7 +320,29 @@ impl DiscoveryReport {
         if let Some(uuid) = &self.uuid {
             check_uuid("uuid", uuid)?;
         }
+        if let Some(mac) = &self.boot_mac
+            && !self.host.macs.contains(mac)
+        {
+            return Err(invalid(
+                "boot_mac",
+                format!("{mac} is not one of the reported macs"),
+                "send the MAC of the NIC that PXE-booted (harmony.bootmac= on the kernel command line), which is one of macs, or leave it out",
+            ));
+        }
         Ok(())
+    }
+
+    /// The host as the inventory keeps it: its MACs with the boot MAC first (the MAC it is
+    /// bound, reserved and scripted by), the others in the order reported.
+    pub fn into_host(self) -> PhysicalHost {
+        let mut host = self.host;
+        if let Some(boot) = self.boot_mac
+            && let Some(i) = host.macs.iter().position(|m| *m == boot)
+        {
+            let mac = host.macs.remove(i);
+            host.macs.insert(0, mac);
+        }
+        host
     }
 
     /// One line for a console or a log: id, CPUs, memory, disks, MACs, serial and UUID, the
@@ -345,6 +388,7 @@ mod tests {
                 name: "sda".into(),
                 size_bytes: 100 << 30,
                 rotational: false,
+                ..Default::default()
             }],
         }
     }
@@ -353,6 +397,7 @@ mod tests {
         DiscoveryReport {
             host: h,
             uuid: Some("4c4c4544-0042-3510-8051-b7c04f4e3232".into()),
+            boot_mac: None,
         }
     }
 
@@ -371,6 +416,20 @@ mod tests {
     }
 
     #[test]
+    fn the_boot_mac_is_one_of_the_macs_and_comes_first() {
+        let mut r = report(host());
+        let other = MacAddress::parse("52:54:00:00:00:32").unwrap();
+        r.host.macs.push(other);
+        r.boot_mac = Some(other);
+        r.validate().unwrap();
+        assert_eq!(r.clone().into_host().macs[0], other);
+        refused(
+            |r| r.boot_mac = Some(MacAddress::parse("52:54:00:00:00:99").unwrap()),
+            "boot_mac",
+        );
+    }
+
+    #[test]
     fn a_real_report_is_accepted() {
         report(host()).validate().unwrap();
         let mut h = host();
@@ -379,6 +438,7 @@ mod tests {
         DiscoveryReport {
             host: h,
             uuid: None,
+            boot_mac: None,
         }
         .validate()
         .unwrap();
@@ -447,6 +507,7 @@ mod tests {
                         name: format!("sd{}", ["a", "b"][i % 2]),
                         size_bytes: 512,
                         rotational: false,
+                        ..Default::default()
                     })
                     .collect()
             },
@@ -468,9 +529,23 @@ mod tests {
                 name: format!("nvme{i}n1"),
                 size_bytes: MAX_DISK_BYTES,
                 rotational: false,
+                ..Default::default()
             })
             .collect();
         h.validate().unwrap();
+        // Identity text is printable and bounded like the serial.
+        refused(
+            |r| r.host.disks[0].model = Some("x\ny".into()),
+            "disks[0].model",
+        );
+        refused(
+            |r| r.host.disks[0].serial = Some("s".repeat(129)),
+            "disks[0].serial",
+        );
+        refused(
+            |r| r.host.disks[0].wwn = Some(String::new()),
+            "disks[0].wwn",
+        );
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! OKD workers on a declared bare-metal topology: three control-plane hosts, a bootstrap host
-//! and two workers whose machines (MACs) are declared in the program, so it renders the
-//! dnsmasq, haproxy and iPXE files on any machine without discovery.
+//! and two worker slots. With `--apply` the worker machines come from discovery, as
+//! docs/modules/okd.md walks through: the workers phase waits for them to report (progress,
+//! `--discovery-timeout`), then gives them the role by prompt on a terminal, or by `--assign`
+//! rules (MAC or size) without one, and installs each to the disk `--root-device` names. Render
+//! and plan (no `--apply`) use two sample machines declared in [`inventory`], so the dnsmasq,
+//! haproxy and iPXE files can be read on any machine without discovery.
 
 use clap::builder::TypedValueParser as _;
 use std::path::PathBuf;
@@ -48,7 +52,9 @@ pub fn layout() -> Result<ClusterLayout, InvalidValue> {
     })
 }
 
-/// The two worker machines, declared with the facts discovery would report, and their role.
+/// Two sample worker machines, declared with the facts discovery would report, and their
+/// role: what render and plan show the files for. `--apply` declares none (machines come from
+/// discovery; see [`cli_main`]).
 pub fn inventory() -> Result<Inventory, InvalidValue> {
     let machine = |id: &str, mac: &str| -> Result<PhysicalHost, InvalidValue> {
         Ok(PhysicalHost {
@@ -62,6 +68,7 @@ pub fn inventory() -> Result<Inventory, InvalidValue> {
                 name: "nvme0n1".into(),
                 size_bytes: 960 << 30,
                 rotational: false,
+                ..Default::default()
             }],
         })
     };
@@ -170,9 +177,18 @@ pub struct Flags {
     pub node_timeout: u64,
 }
 
-/// The `example-okd-workers` program: renders the bring-up into `harmony-out/okd/`, or applies
-/// it to this machine's dnsmasq, haproxy and HTTP boot server with `--apply`.
+/// The `example-okd-workers` program: renders the bring-up into `harmony-out/okd/` (for the
+/// sample machines of [`inventory`]), or applies it to this machine's dnsmasq, haproxy and HTTP
+/// boot server with `--apply`, its workers found by discovery.
 pub async fn cli_main() -> ExitCode {
+    let console = harmony_cli::Console::stdio();
+    let (args, flags) = match harmony_cli::parse_args::<HAClusterTopology, Flags, _, _>(
+        std::env::args_os(),
+        &console,
+    ) {
+        Ok(parsed) => parsed,
+        Err(code) => return ExitCode::from(code),
+    };
     let (layout, inventory) = match (layout(), inventory()) {
         (Ok(l), Ok(i)) => (l, i),
         (Err(e), _) | (_, Err(e)) => {
@@ -180,7 +196,14 @@ pub async fn cli_main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    harmony_cli::run_program(inventory, move |mut flags: Flags, ctx: &RunContext| {
+    // Applying, the machines are the racked ones that discovery finds, never the samples.
+    let inventory = if args.bare_metal.apply {
+        Inventory::empty()
+    } else {
+        inventory
+    };
+    let code = harmony_cli::run_args(args, console, inventory, move |ctx: &RunContext| {
+        let mut flags: Flags = flags;
         // An empty environment variable counts as unset.
         flags.ignition_dir = flags.ignition_dir.filter(|d| !d.as_os_str().is_empty());
         flags.cluster_kubeconfig = flags
@@ -217,7 +240,8 @@ pub async fn cli_main() -> ExitCode {
         if let Some(kubeconfig) = kubeconfig {
             topology = topology.with_cluster_kubeconfig(kubeconfig);
         }
-        Ok((topology, scores_with_timeout(&install, node_timeout)))
+        Ok::<_, String>((topology, scores_with_timeout(&install, node_timeout)))
     })
-    .await
+    .await;
+    ExitCode::from(code)
 }

@@ -24,6 +24,7 @@ fn machine(id: &str, mac: &str) -> PhysicalHost {
             name: "sda".into(),
             size_bytes: 480 << 30,
             rotational: false,
+            ..Default::default()
         }],
     }
 }

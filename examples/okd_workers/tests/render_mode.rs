@@ -61,19 +61,36 @@ fn renders_dnsmasq_haproxy_and_ipxe_files_twice_identically() {
     let out = dir.path().join("harmony-out/okd");
     let before = files(&out);
     let names: Vec<&str> = before.keys().map(String::as_str).collect();
-    assert_eq!(
-        names,
-        [
-            "dnsmasq/conf.d/pxe.conf",
-            "dnsmasq/conf.d/wildcards.conf",
-            "dnsmasq/dhcp-hosts",
-            "dnsmasq/dnsmasq.conf",
-            "dnsmasq/hosts",
-            "haproxy/haproxy.cfg",
-            "http/www/boot.ipxe",
-            "http/www/ipxe/52-54-00-50-00-21.ipxe",
-            "http/www/ipxe/52-54-00-50-00-22.ipxe",
-        ]
+    // Render copies Debian's iPXE binaries when the `ipxe` package is installed (tests/setup.sh
+    // installs it) and skips them otherwise.
+    let ipxe = std::path::Path::new("/usr/lib/ipxe");
+    let mut expected = vec![
+        "dnsmasq/conf.d/pxe.conf",
+        "dnsmasq/conf.d/wildcards.conf",
+        "dnsmasq/dhcp-hosts",
+        "dnsmasq/dnsmasq.conf",
+        "dnsmasq/hosts",
+        "dnsmasq/tftp/harmony-boot.ipxe",
+    ];
+    for (binary, rendered) in [
+        ("ipxe.efi", "dnsmasq/tftp/ipxe.efi"),
+        ("undionly.kpxe", "dnsmasq/tftp/undionly.kpxe"),
+    ] {
+        if ipxe.join(binary).is_file() {
+            expected.push(rendered);
+        }
+    }
+    expected.extend([
+        "haproxy/haproxy.cfg",
+        "http/www/boot.ipxe",
+        "http/www/ipxe/52-54-00-50-00-21.ipxe",
+        "http/www/ipxe/52-54-00-50-00-22.ipxe",
+    ]);
+    assert_eq!(names, expected);
+    let wait = text(&before["dnsmasq/tftp/harmony-boot.ipxe"]);
+    assert!(
+        wait.contains("chain --autofree http://192.168.50.2:8080/boot.ipxe || goto wait"),
+        "the TFTP script chains to the HTTP boot script and waits when it fails:\n{wait}"
     );
     let hosts = text(&before["dnsmasq/dhcp-hosts"]);
     assert_eq!(

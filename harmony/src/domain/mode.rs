@@ -74,6 +74,8 @@ pub struct RunContext {
     pub operator: OperatorHandle,
     /// `--assign ROLE=RULE`: rules giving discovered hosts roles without a terminal.
     pub assign: Vec<super::capability::RoleRule>,
+    /// `--root-device TARGET=HINTS`: which disk hosts install to.
+    pub root_device: Vec<super::capability::RootDeviceRule>,
     /// `--no-wait`, `--wait-timeout`: whether an apply waits for its objects to be current.
     pub wait: WaitPolicy,
 }
@@ -132,6 +134,7 @@ impl Default for RunContext {
             discovery_timeout: None,
             operator: OperatorHandle::default(),
             assign: Vec::new(),
+            root_device: Vec::new(),
             wait: WaitPolicy::default(),
         }
     }

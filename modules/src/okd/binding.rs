@@ -47,6 +47,18 @@ pub enum BindingError {
         /// The role.
         role: HostRole,
     },
+    /// A host has the role but every logical host of the role is taken.
+    #[error(
+        "host {host} has the {role} role but no {role} logical host is free: {slots}; free a slot (remove the host that holds it from the inventory) or declare another {role} logical host"
+    )]
+    NoFreeSlot {
+        /// The physical host left without a slot.
+        host: Id,
+        /// The role.
+        role: HostRole,
+        /// Each logical host of the role and the host holding it.
+        slots: String,
+    },
     /// Two hosts want the same logical host.
     #[error("{logical} is wanted by hosts {first} and {second}; declare each logical host once")]
     Taken {
@@ -131,7 +143,18 @@ pub fn plan_bindings(
             continue;
         }
         let Some(free) = free_hosts.find(|l| !taken.contains_key(&l.name)) else {
-            break;
+            let slots: Vec<String> = logical
+                .iter()
+                .map(|l| match taken.get(&l.name) {
+                    Some(h) => format!("{} (host {h})", l.name),
+                    None => format!("{} (free)", l.name),
+                })
+                .collect();
+            return Err(BindingError::NoFreeSlot {
+                host: c.host.clone(),
+                role,
+                slots: slots.join(", "),
+            });
         };
         bound.insert(c.host.clone());
         taken.insert(free.name.clone(), c.host.clone());
@@ -170,10 +193,19 @@ mod tests {
     fn workers_are_bound_only_to_worker_logical_hosts() {
         let workers = [lh("worker0", "10.0.0.21"), lh("worker1", "10.0.0.22")];
         let control_plane = ["cp0", "cp1", "cp2"];
-        let candidates: Vec<Candidate> = (1..=5)
+        let candidates: Vec<Candidate> = (1..=2)
             .map(|i| cand(&format!("h{i}"), &format!("52:54:00:00:00:0{i}"), None))
             .collect();
         let out = plan_bindings(HostRole::Worker, &workers, &[], &candidates).unwrap();
+        // A third host with the role finds no slot: an error naming it and the slots, never a
+        // host silently left unbound.
+        let mut three = candidates.clone();
+        three.push(cand("h3", "52:54:00:00:00:03", None));
+        let err = plan_bindings(HostRole::Worker, &workers, &[], &three).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "host h3 has the worker role but no worker logical host is free: worker0 (host h1), worker1 (host h2); free a slot (remove the host that holds it from the inventory) or declare another worker logical host"
+        );
         assert_eq!(
             out.len(),
             2,
@@ -242,7 +274,6 @@ mod tests {
         let c = [
             cand("h3", "52:54:00:00:00:03", None),
             cand("h1", "52:54:00:00:00:01", Some("worker0")),
-            cand("h4", "52:54:00:00:00:04", None),
         ];
         let out = plan_bindings(HostRole::Worker, &workers, &[], &c).unwrap();
         let got: Vec<(&str, &str)> = out

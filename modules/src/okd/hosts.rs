@@ -2,28 +2,21 @@
 //! rebooted.
 
 use async_trait::async_trait;
-use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
 
-use harmony::domain::capability::{
-    CapabilityError, DeclaredRole, DhcpHostBinding, HostSelector, HttpFile,
-};
+use harmony::domain::capability::{DhcpHostBinding, HttpFile};
 use harmony::domain::interpret::{Interpret, InterpretName};
-use harmony::domain::inventory::{HostRole, PhysicalHost, RoleAssignment};
-use harmony::domain::operator::OperatorError;
+use harmony::domain::inventory::HostRole;
 use harmony::domain::{
     ChangeAction, ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score,
     ValidationError, report_progress,
 };
-use harmony_types::{DiskName, Id, MacAddress, Version};
+use harmony_types::Version;
 
+use super::acquire::{HostIndex, acquire, fail};
+use super::install_disk::install_disk;
 use super::reboot::{Reboot, reboot_step};
-use super::rules::{assign_by_rules, describe};
-use super::{
-    Candidate, OkdInstallation, OkdTopology, capability_error, host_script, plan_bindings, version,
-};
-
-const POLL: Duration = Duration::from_secs(2);
+use super::{OkdInstallation, OkdTopology, capability_error, host_script, plan_bindings, version};
 
 /// Brings up the hosts of one role (bootstrap, control plane or workers).
 #[derive(Debug, Clone, derive_new::new)]
@@ -41,122 +34,6 @@ impl OkdHostsScore {
             HostRole::ControlPlane => "OKD control plane",
             HostRole::Worker => "OKD workers",
         }
-    }
-}
-
-fn fail(action: &str, changes: &[ObjectChange], problem: String) -> InterpretError {
-    capability_error(action, changes)(CapabilityError::InvalidObject {
-        object: action.to_string(),
-        problem,
-    })
-}
-
-fn operator_error(e: OperatorError, changes: &[ObjectChange]) -> InterpretError {
-    capability_error("asking the operator", changes)(CapabilityError::Unsupported {
-        what: "this question".into(),
-        backend: "the operator".into(),
-        reason: e.to_string(),
-    })
-}
-
-/// The device a host installs to: its first non-rotational disk, else its first disk, else
-/// `default`. A disk name is a [`DiskName`] (a kernel device name) or an error naming the host
-/// and the field: an inventory written before reports were validated may hold anything.
-fn install_disk(host: Option<&PhysicalHost>, default: &str) -> Result<String, CapabilityError> {
-    let Some(h) = host else {
-        return Ok(default.to_string());
-    };
-    let Some((i, d)) = h
-        .disks
-        .iter()
-        .enumerate()
-        .find(|(_, d)| !d.rotational)
-        .or_else(|| h.disks.iter().enumerate().next())
-    else {
-        return Ok(default.to_string());
-    };
-    DiskName::parse(&d.name)
-        .map(|n| n.dev_path())
-        .map_err(|e| CapabilityError::InvalidObject {
-            object: format!("physical host {} in the inventory", h.id),
-            problem: format!(
-                "disks[{i}].name: {e}; reboot the host into discovery so that it reports again, \
-                 or remove it from the inventory"
-            ),
-        })
-}
-
-/// Hosts by id and by MAC, so matching thousands of hosts and declarations stays linear.
-struct HostIndex<'a> {
-    by_id: HashMap<&'a Id, usize>,
-    by_mac: HashMap<MacAddress, usize>,
-}
-
-impl<'a> HostIndex<'a> {
-    fn new(hosts: &'a [PhysicalHost]) -> Self {
-        let mut by_id = HashMap::with_capacity(hosts.len());
-        let mut by_mac = HashMap::with_capacity(hosts.len());
-        // The first host wins, as a search from the front of the list would find it.
-        for (i, h) in hosts.iter().enumerate().rev() {
-            by_id.insert(&h.id, i);
-            for m in &h.macs {
-                by_mac.insert(*m, i);
-            }
-        }
-        Self { by_id, by_mac }
-    }
-
-    /// The position of the host with inventory id `id`.
-    fn by_id(&self, id: &Id) -> Option<usize> {
-        self.by_id.get(id).copied()
-    }
-
-    /// The position of the first host `selector` matches.
-    fn find(&self, selector: &HostSelector) -> Option<usize> {
-        match selector {
-            HostSelector::Id(id) => self.by_id(id),
-            HostSelector::Mac(mac) => self.by_mac.get(mac).copied(),
-        }
-    }
-}
-
-/// The first declaration matching a host, looked up by the host's id and MACs.
-struct DeclaredIndex<'a> {
-    declared: &'a [DeclaredRole],
-    by_id: HashMap<&'a Id, usize>,
-    by_mac: HashMap<MacAddress, usize>,
-}
-
-impl<'a> DeclaredIndex<'a> {
-    fn new(declared: &'a [DeclaredRole]) -> Self {
-        let mut by_id = HashMap::new();
-        let mut by_mac = HashMap::new();
-        for (i, d) in declared.iter().enumerate().rev() {
-            match &d.host {
-                HostSelector::Id(id) => {
-                    by_id.insert(id, i);
-                }
-                HostSelector::Mac(mac) => {
-                    by_mac.insert(*mac, i);
-                }
-            }
-        }
-        Self {
-            declared,
-            by_id,
-            by_mac,
-        }
-    }
-
-    /// The first declaration (in declaration order) that selects `host`.
-    fn for_host(&self, host: &PhysicalHost) -> Option<&'a DeclaredRole> {
-        let by_mac = host.macs.iter().filter_map(|m| self.by_mac.get(m));
-        self.by_id
-            .get(&host.id)
-            .into_iter()
-            .chain(by_mac)
-            .min()
-            .map(|&i| &self.declared[i])
     }
 }
 
@@ -194,204 +71,6 @@ impl<T: OkdTopology> Score<T> for OkdHostsScore {
     }
 }
 
-impl OkdHostsScore {
-    /// Records the declared inventory and roles, then waits (apply mode), asks (terminal) or
-    /// fails until the role has enough hosts. Returns the candidates.
-    async fn acquire<T: OkdTopology>(
-        &self,
-        inventory: &Inventory,
-        topology: &T,
-        changes: &mut Vec<ObjectChange>,
-    ) -> Result<Vec<Candidate>, InterpretError> {
-        for h in &inventory.hosts {
-            let c = topology
-                .record_host(h)
-                .await
-                .map_err(capability_error("recording declared hosts", changes))?;
-            changes.push(c);
-        }
-        for a in &inventory.assignments {
-            let c = topology
-                .assign_role(a)
-                .await
-                .map_err(capability_error("recording declared roles", changes))?;
-            changes.push(c);
-        }
-        let needed = topology.layout().hosts_for(self.role).len();
-        let started = Instant::now();
-        let timeout = topology.discovery_timeout();
-        loop {
-            let hosts = topology
-                .known_hosts()
-                .await
-                .map_err(capability_error("reading the inventory", changes))?;
-            let mut roles = topology
-                .role_assignments()
-                .await
-                .map_err(capability_error("reading the inventory", changes))?;
-            let index = HostIndex::new(&hosts);
-            let mut with_role: HashSet<Id> = roles.iter().map(|r| r.host.clone()).collect();
-            for declared in topology.declared_roles() {
-                let Some(h) = index.find(&declared.host).map(|i| &hosts[i]) else {
-                    continue;
-                };
-                if !with_role.contains(&h.id) {
-                    let a = RoleAssignment {
-                        host: h.id.clone(),
-                        role: declared.role,
-                    };
-                    let c = topology
-                        .assign_role(&a)
-                        .await
-                        .map_err(capability_error("recording --roles", changes))?;
-                    changes.push(c);
-                    with_role.insert(a.host.clone());
-                    roles.push(a);
-                }
-            }
-            let have_role = roles.iter().filter(|r| r.role == self.role).count();
-            let by_host: HashMap<Id, HostRole> =
-                roles.iter().map(|r| (r.host.clone(), r.role)).collect();
-            let by_rules = assign_by_rules(
-                self.role,
-                topology.role_rules(),
-                &hosts,
-                &by_host,
-                needed.saturating_sub(have_role),
-            )
-            .map_err(|e| {
-                fail(
-                    &format!("assigning {} hosts by --assign", self.role),
-                    changes,
-                    e,
-                )
-            })?;
-            for host in by_rules {
-                let a = RoleAssignment {
-                    host,
-                    role: self.role,
-                };
-                let c = topology
-                    .assign_role(&a)
-                    .await
-                    .map_err(capability_error("recording --assign roles", changes))?;
-                changes.push(c);
-                with_role.insert(a.host.clone());
-                roles.push(a);
-            }
-            let bindings = topology
-                .host_bindings()
-                .await
-                .map_err(capability_error("reading the inventory", changes))?;
-            let bound_here = bindings.iter().filter(|b| b.role == self.role).count();
-            let declared_index = DeclaredIndex::new(topology.declared_roles());
-            let candidates: Vec<Candidate> = roles
-                .iter()
-                .filter(|r| r.role == self.role)
-                .filter_map(|r| index.by_id(&r.host))
-                .map(|i| &hosts[i])
-                .filter_map(|h| {
-                    let declared = declared_index.for_host(h);
-                    let mac = match declared.map(|d| &d.host) {
-                        Some(HostSelector::Mac(m)) => Some(*m),
-                        _ => h.macs.first().copied(),
-                    }?;
-                    Some(Candidate {
-                        host: h.id.clone(),
-                        mac,
-                        logical: declared.and_then(|d| d.logical.clone()),
-                    })
-                })
-                .collect();
-            let bound_hosts: HashSet<&Id> = bindings.iter().map(|b| &b.host).collect();
-            let unbound = candidates
-                .iter()
-                .filter(|c| !bound_hosts.contains(&c.host))
-                .count();
-            let missing = needed.saturating_sub(bound_here + unbound);
-            if missing == 0 {
-                return Ok(candidates);
-            }
-            let free: Vec<&PhysicalHost> = hosts
-                .iter()
-                .filter(|h| !with_role.contains(&h.id))
-                .collect();
-            let op = topology.operator();
-            if op.can_prompt() && !op.assumes_yes() && free.len() >= missing {
-                let options: Vec<String> = free.iter().map(|h| describe(h)).collect();
-                let question = format!(
-                    "Choose {missing} host(s) for the {} role ({}):",
-                    self.role,
-                    topology
-                        .layout()
-                        .hosts_for(self.role)
-                        .iter()
-                        .map(|h| h.name.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                let chosen =
-                    tokio::task::block_in_place(|| op.choose(&question, &options, missing))
-                        .map_err(|e| operator_error(e, changes))?;
-                for i in chosen {
-                    let Some(h) = free.get(i) else { continue };
-                    let a = RoleAssignment {
-                        host: h.id.clone(),
-                        role: self.role,
-                    };
-                    let c = topology
-                        .assign_role(&a)
-                        .await
-                        .map_err(capability_error("assigning roles", changes))?;
-                    changes.push(c);
-                }
-                continue;
-            }
-            let have = bound_here + unbound;
-            if topology.mode() != ExecutionMode::Apply {
-                return Err(fail(
-                    &format!("finding {} hosts", self.role),
-                    changes,
-                    format!(
-                        "the {} role needs {needed} host(s) and {have} have it ({} unassigned host(s) known); declare them in the program's inventory, with --roles FILE or --assign ROLE=RULE, or run on a terminal to choose",
-                        self.role,
-                        free.len()
-                    ),
-                ));
-            }
-            if started.elapsed() >= timeout {
-                return Err(capability_error(
-                    format!("discovering {} hosts", self.role),
-                    changes,
-                )(CapabilityError::Timeout {
-                    waited_for: format!(
-                        "{missing} more {} host(s) to be discovered at {}discovery and given the role",
-                        self.role,
-                        topology.base_url()
-                    ),
-                    after: timeout,
-                    last_seen: format!("{have} of {needed}, {} unassigned", free.len()),
-                }));
-            }
-            report_progress(format!(
-                "waiting for {missing} more {} host(s): boot them into discovery (they report to {}discovery); {} unassigned known{}",
-                self.role,
-                topology.base_url(),
-                free.len(),
-                if free.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " (give them the role with --assign {}=mac:MAC, or run on a terminal to choose)",
-                        self.role
-                    )
-                }
-            ));
-            tokio::time::sleep(POLL).await;
-        }
-    }
-}
-
 #[async_trait]
 impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
     fn name(&self) -> InterpretName {
@@ -417,7 +96,7 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
         }
         let mut changes: Vec<ObjectChange> = Vec::new();
         report_progress(format!("finding {} {} host(s)", logical.len(), self.role));
-        let candidates = self.acquire(inventory, topology, &mut changes).await?;
+        let candidates = acquire(self.role, inventory, topology, &mut changes).await?;
 
         let existing = topology
             .host_bindings()
@@ -441,6 +120,11 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
         // scaffolding for the files, summarised instead of reported as changes.
         let inventory_changes: Vec<ObjectChange> = std::mem::take(&mut changes);
 
+        let hosts = topology
+            .known_hosts()
+            .await
+            .map_err(capability_error("reading the inventory", &changes))?;
+        let index = HostIndex::new(&hosts);
         report_progress("DHCP reservations");
         // The first logical host of each name, as a search from the front would find it.
         let mut ips = HashMap::with_capacity(logical.len());
@@ -454,6 +138,18 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
                     mac: b.mac,
                     ip: *ip,
                     hostname: b.logical.clone(),
+                    // The host's other NICs get the same address (one lease at a time).
+                    other_macs: index
+                        .by_id(&b.host)
+                        .map(|i| {
+                            hosts[i]
+                                .macs
+                                .iter()
+                                .filter(|m| **m != b.mac)
+                                .copied()
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 })
             })
             .collect();
@@ -464,17 +160,17 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
         changes.extend(c);
 
         report_progress("iPXE scripts");
-        let hosts = topology
-            .known_hosts()
-            .await
-            .map_err(capability_error("reading the inventory", &changes))?;
         let base = topology.base_url();
-        let index = HostIndex::new(&hosts);
         let mut files = Vec::with_capacity(planned.len());
         for b in &planned {
             let facts = index.by_id(&b.host).map(|i| &hosts[i]);
-            let disk = install_disk(facts, &self.install.default_install_disk)
-                .map_err(capability_error("iPXE script", &changes))?;
+            let disk = install_disk(
+                facts,
+                self.role,
+                topology.root_device_rules(),
+                &self.install.default_install_disk,
+            )
+            .map_err(capability_error("iPXE script", &changes))?;
             let text = host_script(&base, layout, b, &self.install, &disk)
                 .map_err(capability_error("iPXE script", &changes))?;
             files.push(HttpFile {
@@ -542,6 +238,7 @@ mod tests {
     use crate::okd::node_identity::tests_layout;
     use crate::okd::templates::host_script_shape;
     use harmony::domain::capability::HostBinding;
+    use harmony::domain::inventory::PhysicalHost;
     use harmony_types::{HostName, Url};
     use proptest::prelude::TestCaseError;
     use proptest::{prop_assert, prop_assert_eq};
@@ -568,8 +265,13 @@ mod tests {
         };
         let base = Url::parse("http://10.0.0.2:8080/").unwrap();
         let install = OkdInstallation::default();
-        let rendered = install_disk(Some(&host), &install.default_install_disk)
-            .and_then(|disk| host_script(&base, &tests_layout(), &binding, &install, &disk));
+        let rendered = install_disk(
+            Some(&host),
+            HostRole::Worker,
+            &[],
+            &install.default_install_disk,
+        )
+        .and_then(|disk| host_script(&base, &tests_layout(), &binding, &install, &disk));
         match rendered {
             Ok(script) => panic!("the forged disk name reached the script:\n{script}"),
             Err(e) => {
@@ -781,13 +483,22 @@ mod tests {
         };
         let base = Url::parse("http://10.0.0.2:8080/").unwrap();
         let install = OkdInstallation::default();
-        let disk = install_disk(Some(&host), &install.default_install_disk)
-            .map_err(|e| TestCaseError::fail(format!("accepted report, refused disk: {e}")))?;
+        // Any disk qualifies (min-size 1 B): the non-rotational first, then the smallest.
+        let rules =
+            [harmony::domain::capability::RootDeviceRule::parse("worker=min-size:1B").unwrap()];
+        let disk = install_disk(
+            Some(&host),
+            HostRole::Worker,
+            &rules,
+            &install.default_install_disk,
+        )
+        .map_err(|e| TestCaseError::fail(format!("accepted report, refused disk: {e}")))?;
         let expected = host
             .disks
             .iter()
-            .find(|d| !d.rotational)
-            .or(host.disks.first())
+            .min_by(|a, b| {
+                (a.rotational, a.size_bytes, &a.name).cmp(&(b.rotational, b.size_bytes, &b.name))
+            })
             .map_or("/dev/sda".to_string(), |d| format!("/dev/{}", d.name));
         prop_assert_eq!(&disk, &expected);
         let script = host_script(&base, &tests_layout(), &binding, &install, &disk)

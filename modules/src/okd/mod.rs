@@ -10,10 +10,12 @@
 //! [`OkdSanityCheckScore`] cross-checks inventory, DHCP, DNS and scripts; and
 //! [`OkdInstallationReportScore`] lists what was set up. Guide: docs/modules/okd.md.
 
+mod acquire;
 mod binding;
 mod bootstrap_removal;
 mod check;
 mod hosts;
+mod install_disk;
 mod node_identity;
 mod nodes;
 mod prepare;
@@ -52,7 +54,8 @@ pub struct OkdInstallation {
     /// The folder `openshift-install create ignition-configs` wrote `bootstrap.ign`,
     /// `master.ign` and `worker.ign` into. Required to apply; optional to render.
     pub ignition_dir: Option<PathBuf>,
-    /// Disk to install to when discovery reported none.
+    /// Disk to install to when the host reported none (a host declared in the program
+    /// without disks); discovered hosts install by root-device hints (`--root-device`).
     pub default_install_disk: String,
     /// Where the iPXE binaries for TFTP come from (Debian's `ipxe` package).
     pub ipxe_dir: PathBuf,

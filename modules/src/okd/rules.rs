@@ -51,13 +51,16 @@ pub(super) fn describe(h: &PhysicalHost) -> String {
 /// hosts size rules match, when they are no more than the `need` still missing. A size rule
 /// matching more hosts than that never picks among them: the error lists them and says how to
 /// narrow the rule. Hosts that already have a role, and hosts a MAC rule names for any role,
-/// are never taken by a size rule.
+/// are never taken by a size rule. Size rules pick only when `settled` (no machine is still
+/// reporting), so identical machines are never told apart by arrival order; an ambiguous
+/// match is an error whenever it is seen.
 pub(super) fn assign_by_rules(
     role: HostRole,
     rules: &[RoleRule],
     hosts: &[PhysicalHost],
     roles: &HashMap<Id, HostRole>,
     need: usize,
+    settled: bool,
 ) -> Result<Vec<Id>, String> {
     let mut picked: Vec<Id> = Vec::new();
     for rule in rules.iter().filter(|r| r.role == role) {
@@ -120,7 +123,9 @@ pub(super) fn assign_by_rules(
             listed.join("\n"),
         ));
     }
-    picked.extend(matching.into_iter().map(|h| h.id.clone()));
+    if settled {
+        picked.extend(matching.into_iter().map(|h| h.id.clone()));
+    }
     Ok(picked)
 }
 
@@ -141,6 +146,7 @@ mod tests {
                 name: "vda".into(),
                 size_bytes: disk_gb * 1_000_000_000,
                 rotational: false,
+                ..Default::default()
             }],
         }
     }
@@ -167,17 +173,17 @@ mod tests {
         // By MAC: exactly the named host.
         let r = rules(&["worker=mac:52:54:00:00:00:03"]);
         assert_eq!(
-            ids(assign_by_rules(worker, &r, &hosts, &roles, 2).unwrap()),
+            ids(assign_by_rules(worker, &r, &hosts, &roles, 2, true).unwrap()),
             ["small"]
         );
         // By size: both big hosts fit a need of two; the control-plane host is never taken.
         let r = rules(&["worker=min-memory:16GiB,min-disk:120GB"]);
         assert_eq!(
-            ids(assign_by_rules(worker, &r, &hosts, &roles, 2).unwrap()),
+            ids(assign_by_rules(worker, &r, &hosts, &roles, 2, true).unwrap()),
             ["big-a", "big-b"]
         );
         // A need of one: two match, so nothing is picked and both are listed with the advice.
-        let e = assign_by_rules(worker, &r, &hosts, &roles, 1).unwrap_err();
+        let e = assign_by_rules(worker, &r, &hosts, &roles, 1, true).unwrap_err();
         assert!(
             e.contains("big-a") && e.contains("big-b") && !e.contains("small"),
             "{e}"
@@ -186,12 +192,26 @@ mod tests {
         // A MAC rule for another role keeps its host out of a size rule's matches.
         let r = rules(&["worker=min-memory:16GiB", "bootstrap=mac:52:54:00:00:00:02"]);
         assert_eq!(
-            ids(assign_by_rules(worker, &r, &hosts, &roles, 1).unwrap()),
+            ids(assign_by_rules(worker, &r, &hosts, &roles, 1, true).unwrap()),
             ["big-a"]
+        );
+        // While machines are still reporting, a size rule picks nothing (MAC rules still do),
+        // but an ambiguity is an error at once.
+        let r = rules(&["worker=min-memory:16GiB,min-disk:120GB"]);
+        assert!(
+            assign_by_rules(worker, &r, &hosts, &roles, 2, false)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(assign_by_rules(worker, &r, &hosts, &roles, 1, false).is_err());
+        let r = rules(&["worker=mac:52:54:00:00:00:03", "worker=min-memory:16GiB"]);
+        assert_eq!(
+            ids(assign_by_rules(worker, &r, &hosts, &roles, 3, false).unwrap()),
+            ["small"]
         );
         // A MAC rule naming a host of another role fails naming both.
         let r = rules(&["worker=mac:52:54:00:00:00:04"]);
-        let e = assign_by_rules(worker, &r, &hosts, &roles, 1).unwrap_err();
+        let e = assign_by_rules(worker, &r, &hosts, &roles, 1, true).unwrap_err();
         assert!(e.contains("already has role control-plane"), "{e}");
     }
 

@@ -143,6 +143,125 @@ impl Drop for Netns {
     }
 }
 
+impl Netns {
+    /// Runs busybox udhcpc once on `eth0` (bounded: 5 discovers, 2 s apart, so dnsmasq's ping
+    /// check of a dynamic address fits), its script and output under `dir`; returns whether a
+    /// lease was bound and what the script saw (`EVENT ip=.. hostname=.. router=.. dns=..
+    /// domain=..` per line). With `configure`, the leased address is set on `eth0`, so that
+    /// the namespace can then talk from it, as a machine that booted would.
+    pub fn udhcpc(&self, dir: &std::path::Path, configure: bool) -> (bool, String) {
+        let script = dir.join(format!("{}-udhcpc.sh", self.name()));
+        let out = dir.join(format!("{}-udhcpc.out", self.name()));
+        let set = if configure {
+            "[ \"$1\" = bound ] && ip addr add \"$ip/${mask:-24}\" dev \"$interface\"\n"
+        } else {
+            ""
+        };
+        let text = format!(
+            "#!/bin/sh\necho \"$1 ip=$ip hostname=$hostname router=$router dns=$dns domain=$domain\" >> {}\n{set}exit 0\n",
+            out.display()
+        );
+        if std::fs::write(&script, text).is_err()
+            || Command::new("chmod")
+                .args(["+x", &script.display().to_string()])
+                .status()
+                .map(|s| !s.success())
+                .unwrap_or(true)
+        {
+            return (false, format!("cannot write {}", script.display()));
+        }
+        let status = self
+            .command("busybox")
+            .args([
+                "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "5", "-T", "2", "-A", "1",
+            ])
+            .arg("-s")
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        (
+            status.map(|s| s.success()).unwrap_or(false),
+            std::fs::read_to_string(&out).unwrap_or_default(),
+        )
+    }
+
+    /// POSTs `body` to `url` from inside with curl (10 s at most): `STATUS BODY`, the status
+    /// `000` when nothing answered.
+    pub fn post(&self, url: &str, body: &str) -> String {
+        let out = self
+            .command("curl")
+            .args([
+                "-s",
+                "-m",
+                "10",
+                "-w",
+                "%{http_code}",
+                "-o",
+                "/dev/stderr",
+                "-X",
+                "POST",
+            ])
+            .args(["--data", body, url])
+            .output();
+        match out {
+            Ok(out) => format!(
+                "{} {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => format!("000 cannot run curl: {e}"),
+        }
+    }
+
+    /// Takes a DHCP lease on `eth0` and sets its address (see [`Netns::udhcpc`]); returns the
+    /// address leased.
+    pub fn lease(&self, dir: &std::path::Path) -> Result<String, String> {
+        let (ok, seen) = self.udhcpc(dir, true);
+        let ip = seen
+            .lines()
+            .filter(|l| l.starts_with("bound "))
+            .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("ip=")))
+            .map(str::to_string);
+        match ip {
+            Some(ip) if ok => Ok(ip),
+            _ => Err(format!("no DHCP lease in {}: {seen}", self.name())),
+        }
+    }
+}
+
+impl Netns {
+    /// Makes `127.0.0.1:port` inside this namespace reach `127.0.0.1:port` of the test's own
+    /// namespace (e.g. the API-server fixture, whose certificate names 127.0.0.1), relaying
+    /// bytes both ways on plain threads. Lives as long as the test process.
+    pub fn forward_loopback(&self, port: u16) -> Result<(), String> {
+        let listener = self.bind_tcp(SocketAddr::from(([127, 0, 0, 1], port)))?;
+        listener
+            .set_nonblocking(false)
+            .map_err(|e| format!("listener: {e}"))?;
+        std::thread::spawn(move || {
+            for inside in listener.incoming().flatten() {
+                let Ok(outside) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+                    continue;
+                };
+                for (from, to) in [
+                    (inside.try_clone(), outside.try_clone()),
+                    (outside.try_clone(), inside.try_clone()),
+                ] {
+                    if let (Ok(mut from), Ok(mut to)) = (from, to) {
+                        std::thread::spawn(move || {
+                            let _ = std::io::copy(&mut from, &mut to);
+                            let _ = to.shutdown(std::net::Shutdown::Write);
+                        });
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
 /// A services namespace holding bridge `br0` with `address/prefix`, and the client
 /// namespaces and tap devices plugged into it.
 #[derive(Debug)]
@@ -196,6 +315,11 @@ impl Lab {
         self.clients
             .last()
             .ok_or_else(|| "client namespace vanished".to_string())
+    }
+
+    /// The client namespace named `name` (as [`Netns::name`] gave it).
+    pub fn client_named(&self, name: &str) -> Option<&Netns> {
+        self.clients.iter().find(|c| c.name() == name)
     }
 
     /// A tap device in the services namespace, plugged into the bridge (for QEMU).

@@ -112,6 +112,18 @@ impl OkdLab {
         inventory: Inventory,
         image: Option<PathBuf>,
     ) -> Result<Self, String> {
+        Self::with_root_device(tag, extra, inventory, image, Vec::new())
+    }
+
+    /// As [`OkdLab::with_discovery_image`], hosts installing by `root_device` rules (as
+    /// `--root-device` gives them).
+    pub fn with_root_device(
+        tag: &str,
+        extra: &[&str],
+        inventory: Inventory,
+        image: Option<PathBuf>,
+        root_device: Vec<harmony::domain::capability::RootDeviceRule>,
+    ) -> Result<Self, String> {
         let mut addresses = vec![format!("{SERVICES}/24"), format!("{LOAD_BALANCER}/24")];
         addresses.extend(extra.iter().map(|a| format!("{a}/24")));
         let refs: Vec<&str> = addresses.iter().map(String::as_str).collect();
@@ -130,6 +142,7 @@ impl OkdLab {
             apply: true,
             operator: OperatorHandle::new(Unattended { assume_yes: true }),
             discovery_timeout: Some(Duration::from_secs(5)),
+            root_device,
             ..RunContext::default()
         };
         let topology = HAClusterTopology::from_context(layout()?, services, &ctx)

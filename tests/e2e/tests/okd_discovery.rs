@@ -115,7 +115,8 @@ fn whole_disks_in_proc() -> Vec<(String, u64)> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_agent_reports_this_machine_into_the_inventory() {
+async fn the_agent_reports_this_machine_into_the_inventory_from_a_lease_the_test_writes_as_dnsmasq()
+{
     let dir = tempfile::tempdir().unwrap();
     let ctx = RunContext {
         out_dir: dir.path().to_path_buf(),
@@ -133,7 +134,33 @@ async fn the_agent_reports_this_machine_into_the_inventory() {
         Ok(r) => r,
         Err(e) => panic!("this machine's facts cannot be read: {e}"),
     };
+    // Reports are taken only from an address dnsmasq leased to one of the reported MACs. The
+    // agent runs on this machine, not on one PXE-booted from Harmony's dnsmasq, so the test
+    // plays dnsmasq's part: it writes the lease line dnsmasq would have written for 127.0.0.1.
     let url = Url::parse(&format!("http://{addr}/discovery")).unwrap();
+    let refused = {
+        let (url, report) = (url.clone(), report.clone());
+        tokio::task::spawn_blocking(move || post(&url, &report, Duration::from_secs(10)))
+            .await
+            .unwrap()
+            .unwrap_err()
+    };
+    assert!(
+        refused.to_string().contains("403") && refused.to_string().contains("no DHCP lease"),
+        "{refused}"
+    );
+    let expiry = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    let lease_dir = topology.dnsmasq().settings().dir.clone();
+    std::fs::create_dir_all(&lease_dir).unwrap();
+    std::fs::write(
+        lease_dir.join("dnsmasq.leases"),
+        format!("{expiry} {} 127.0.0.1 * *\n", report.macs[0]),
+    )
+    .unwrap();
     let sent = report.clone();
     tokio::task::spawn_blocking(move || post(&url, &sent, Duration::from_secs(10)))
         .await

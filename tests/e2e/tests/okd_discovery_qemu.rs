@@ -1,12 +1,17 @@
-//! A machine nobody declared, booted for real: QEMU under software emulation (no KVM) with
-//! Debian's iPXE ROM and a MAC that has no reservation gets a lease from the discovery range of
-//! Harmony's dnsmasq, boots the discovery image (`discovery-image/build.sh`: a Debian kernel and
-//! an initramfs running `harmony-discovery-agent`) over HTTP, and reports itself. The test then
-//! finds it in the SQLite inventory with exactly the MAC, vCPUs, memory, disk, DMI serial and
-//! UUID QEMU was given. Given the worker role and bound by the workers phase, the same machine
-//! boots again: it fetches its per-MAC script from its reserved address, and the kernel that
-//! script boots fetches the worker ignition URL from its command line (a stand-in for the OKD
-//! installer, which is not run). Every boot's console is kept in
+//! A machine nobody declared, booted for real: QEMU (software emulation) with Debian's iPXE
+//! ROM, two NICs of which only the second can PXE-boot, and three disks (virtio 8 GiB, SATA
+//! 20 GiB, NVMe 4 GiB). Its MACs have no reservation: it gets a lease
+//! from the discovery range of Harmony's dnsmasq, boots the discovery image
+//! (`discovery-image/build.sh`: a Debian kernel and an initramfs running
+//! `harmony-discovery-agent`) over HTTP, and reports itself from its leased address. The test
+//! finds it in the SQLite inventory with exactly the MACs (the boot NIC first), vCPUs, memory,
+//! disks with their serials, DMI serial and UUID QEMU was given. Given the worker role and bound
+//! by the workers phase, it is reserved by both MACs and scripted by the boot NIC's, installing
+//! to the disk `--root-device worker=min-size:16GiB` names. Then, with the HTTP boot server
+//! stopped as between runs, the machine boots again: it waits in dnsmasq's TFTP script until
+//! the server is back, then fetches its per-MAC script from its reserved address, and the
+//! kernel that script boots fetches the worker ignition URL from its command line (a stand-in
+//! for the OKD installer, which is not run). Every boot's console is kept in
 //! `$CARGO_TARGET_TMPDIR/okd_discovery_qemu/`.
 
 use std::net::SocketAddr;
@@ -15,18 +20,29 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harmony::domain::ScoreStatus;
-use harmony::domain::capability::{HaCluster, HostInventory, HttpAccess, HttpServer};
-use harmony::domain::inventory::{Disk, HostRole, RoleAssignment};
+use harmony::domain::capability::{
+    HaCluster, HostInventory, HttpAccess, HttpServer, RootDeviceRule,
+};
+use harmony::domain::inventory::{HostRole, RoleAssignment};
 use harmony::types::MacAddress;
 use harmony_e2e::netns::available;
 use harmony_e2e::okd_lab::{HTTP_PORT, OkdLab, SERVICES, WORKER1, machine};
 use harmony_modules::okd::{OkdHostsScore, OkdPrepareScore};
 
-/// The machine: a MAC no inventory, roles file or reservation names.
+/// The machine: two NICs no inventory, roles file or reservation names. It PXE-boots from
+/// the second (the first has no boot ROM), so it must be bound by that one.
 const MAC: &str = "52:54:00:77:00:99";
-const MEMORY_MIB: u64 = 512;
-const CPUS: u32 = 2;
-const DISK_BYTES: u64 = 3 << 30;
+const FIRST_NIC: &str = "52:54:00:77:00:98";
+const MEMORY_MIB: u64 = 1536;
+const CPUS: u32 = 3;
+/// Its disks: virtio 8 GiB, SATA 20 GiB, NVMe 4 GiB (sparse files), each with a serial.
+const DISKS: [(&str, u64, &str); 3] = [
+    ("vda", 8 << 30, "VIRTIO-8G"),
+    ("sda", 20 << 30, "SATA-20G"),
+    ("nvme0n1", 4 << 30, "NVME-4G"),
+];
+/// The rule the workers phase installs by: only the SATA disk is at least 16 GiB.
+const ROOT_DEVICE: &str = "worker=min-size:16GiB";
 const SERIAL: &str = "HARMONY-E2E-0099";
 const UUID: &str = "6a1f0c2e-77a0-4d4b-9a51-000000000099";
 /// Software emulation on a loaded machine is slow: generous, and never asserted on.
@@ -143,8 +159,11 @@ while :; do sleep 3600; done
     initrd
 }
 
-/// Starts QEMU in the lab's services namespace, its console (the serial port) in `console`.
-fn boot(lab: &mut OkdLab, tap: &str, disk: &Path, console: &Path) -> Qemu {
+/// Starts QEMU in the lab's services namespace, its console (the serial port) in `console`,
+/// under software emulation: on nested virtualisation (this project's CI machines) KVM opens
+/// but stops the guest with "KVM internal error" in the iPXE ROM.
+fn boot(lab: &mut OkdLab, taps: &[String; 2], disks: &Path, console: &Path) -> Qemu {
+    let drive = |name: &str| disks.join(format!("{name}.raw")).display().to_string();
     let out = std::fs::File::create(console).unwrap();
     let err = out.try_clone().unwrap();
     let child = lab
@@ -169,11 +188,28 @@ fn boot(lab: &mut OkdLab, tap: &str, disk: &Path, console: &Path) -> Qemu {
                 "-smbios",
                 &format!("type=1,serial={SERIAL},uuid={UUID}"),
                 "-drive",
-                &format!("file={},format=raw,if=virtio", disk.display()),
-                "-netdev",
-                &format!("tap,id=n0,ifname={tap},script=no,downscript=no"),
+                &format!("file={},format=raw,if=none,id=d0", drive("vda")),
                 "-device",
-                &format!("virtio-net-pci,netdev=n0,mac={MAC}"),
+                &format!("virtio-blk-pci,drive=d0,serial={}", DISKS[0].2),
+                "-device",
+                "ahci,id=ahci",
+                "-drive",
+                &format!("file={},format=raw,if=none,id=d1", drive("sda")),
+                "-device",
+                &format!("ide-hd,drive=d1,bus=ahci.0,serial={}", DISKS[1].2),
+                "-drive",
+                &format!("file={},format=raw,if=none,id=d2", drive("nvme0n1")),
+                "-device",
+                &format!("nvme,drive=d2,serial={}", DISKS[2].2),
+                "-netdev",
+                &format!("tap,id=n0,ifname={},script=no,downscript=no", taps[0]),
+                // Both NICs on the same network; only the second has a boot ROM.
+                "-device",
+                &format!("virtio-net-pci,netdev=n0,mac={FIRST_NIC},romfile="),
+                "-netdev",
+                &format!("tap,id=n1,ifname={},script=no,downscript=no", taps[1]),
+                "-device",
+                &format!("virtio-net-pci,netdev=n1,mac={MAC}"),
             ],
             Stdio::from(out),
             Stdio::from(err),
@@ -222,7 +258,12 @@ fn hit<'a>(log: &'a [HttpAccess], method: &str, path: &str) -> Option<&'a HttpAc
 /// the proof that a real kernel booted.
 fn print_kernel_banner(console: &Path) {
     use std::io::Write;
-    const MARKERS: [&str; 3] = ["Linux version", "harmony-discovery:", "stand-in installer:"];
+    const MARKERS: [&str; 4] = [
+        "Linux version",
+        "harmony-discovery:",
+        "stand-in installer:",
+        "Harmony: the boot server",
+    ];
     let mut err = std::io::stderr().lock();
     for line in console_text(console).lines() {
         let Some(at) = MARKERS.iter().filter_map(|m| line.find(m)).min() else {
@@ -250,8 +291,14 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
             role: HostRole::Worker,
         }],
     };
-    let mut lab =
-        OkdLab::with_discovery_image("disc", &[], inventory, Some(image.clone())).unwrap();
+    let mut lab = OkdLab::with_root_device(
+        "disc",
+        &[],
+        inventory,
+        Some(image.clone()),
+        vec![RootDeviceRule::parse(ROOT_DEVICE).unwrap()],
+    )
+    .unwrap();
     let addr: SocketAddr = format!("{SERVICES}:{HTTP_PORT}").parse().unwrap();
     let listener = lab.lab.services.bind_tcp(addr).unwrap();
     lab.topology().serve_http_on(listener).unwrap();
@@ -267,17 +314,20 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
         "{conf}"
     );
 
-    let disk = lab.dir.path().join("disk.raw");
-    std::fs::File::create(&disk)
-        .unwrap()
-        .set_len(DISK_BYTES)
-        .unwrap();
-    let tap = lab.lab.tap().unwrap();
+    let disks = lab.dir.path().join("disks");
+    std::fs::create_dir_all(&disks).unwrap();
+    for (name, bytes, _) in DISKS {
+        std::fs::File::create(disks.join(format!("{name}.raw")))
+            .unwrap()
+            .set_len(bytes)
+            .unwrap();
+    }
+    let taps = [lab.lab.tap().unwrap(), lab.lab.tap().unwrap()];
     let logs = log_dir();
 
     // First boot: unknown MAC -> discovery range -> boot.ipxe -> discovery image -> report.
     let console = logs.join("console-discovery.log");
-    let mut qemu = boot(&mut lab, &tap, &disk, &console);
+    let mut qemu = boot(&mut lab, &taps, &disks, &console);
     let mac = MacAddress::parse(MAC).unwrap();
     let topology = lab.topology();
     let host = until(
@@ -316,7 +366,13 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
         )
     };
     assert_eq!(host.id.as_str(), UUID, "{}", fail("the id is the DMI UUID"));
-    assert_eq!(host.macs, vec![mac], "{}", fail("MACs"));
+    let first_nic = MacAddress::parse(FIRST_NIC).unwrap();
+    assert_eq!(
+        host.macs,
+        vec![mac, first_nic],
+        "{}",
+        fail("both MACs, the one it PXE-booted from first")
+    );
     assert_eq!(host.cpu_count, CPUS, "{}", fail("vCPUs"));
     assert_eq!(
         host.serial.as_deref(),
@@ -330,15 +386,37 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
         "{}",
         fail("memory as QEMU's -m")
     );
+    let reported: Vec<(&str, u64)> = host
+        .disks
+        .iter()
+        .map(|d| (d.name.as_str(), d.size_bytes))
+        .collect();
+    let mut expected: Vec<(&str, u64)> = DISKS.iter().map(|(n, b, _)| (*n, *b)).collect();
+    expected.sort();
+    assert_eq!(reported, expected, "{}", fail("disks"));
+    let disk = |name: &str| host.disks.iter().find(|d| d.name == name).unwrap();
     assert_eq!(
-        host.disks,
-        vec![Disk {
-            name: "vda".into(),
-            size_bytes: DISK_BYTES,
-            rotational: host.disks.first().is_some_and(|d| d.rotational),
-        }],
+        disk("vda").serial.as_deref(),
+        Some(DISKS[0].2),
         "{}",
-        fail("disks")
+        fail("virtio serial")
+    );
+    assert_eq!(
+        disk("nvme0n1").serial.as_deref(),
+        Some(DISKS[2].2),
+        "{}",
+        fail("NVMe serial")
+    );
+    assert_eq!(
+        disk("sda").model.as_deref(),
+        Some("QEMU HARDDISK"),
+        "{}",
+        fail("SATA model")
+    );
+    assert!(
+        !disk("nvme0n1").rotational,
+        "{}",
+        fail("NVMe is not rotational")
     );
     let text = console_text(&console);
     assert!(
@@ -391,7 +469,7 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
         .find(|b| b.host == host.id)
         .expect("the discovered machine is bound");
     assert_eq!(binding.role, HostRole::Worker);
-    assert_eq!(binding.mac, mac);
+    assert_eq!(binding.mac, mac, "bound by the NIC it PXE-boots from");
     let worker_ip = lab
         .topology()
         .layout()
@@ -411,11 +489,49 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
     )
     .unwrap();
 
-    // Second boot, same MAC: reserved address -> per-MAC script -> kernel -> ignition URL.
+    let hosts_file =
+        std::fs::read_to_string(lab.services_dir().join("dnsmasq/dhcp-hosts")).unwrap();
+    assert!(
+        hosts_file.contains(&format!(
+            "{MAC},{FIRST_NIC},{worker_ip},{}",
+            binding.logical
+        )),
+        "both NICs share the reservation, the boot NIC first:\n{hosts_file}"
+    );
+    let script_text = std::fs::read_to_string(
+        lab.topology()
+            .http()
+            .root()
+            .join(format!("ipxe/{}.ipxe", mac.to_hyphenated())),
+    )
+    .unwrap();
+    assert!(
+        script_text.contains("coreos.inst.install_dev=/dev/sda "),
+        "the disk --root-device {ROOT_DEVICE} names (SATA 20 GiB), not the small NVMe:\n{script_text}"
+    );
+
+    // Between runs: the HTTP boot server is gone (a run serves it only while it runs), dnsmasq
+    // still answers. The machine boots, gets the TFTP wait script and waits; when the next
+    // run serves HTTP again it boots on by itself.
+    lab.topology().http().stop();
     let console = logs.join("console-worker.log");
-    let before = topology.access_log().await.unwrap().len();
-    let mut qemu = boot(&mut lab, &tap, &disk, &console);
+    let mut qemu = boot(&mut lab, &taps, &disks, &console);
+    until(
+        "the machine waited for the boot server",
+        &mut qemu,
+        &console,
+        || async {
+            console_text(&console)
+                .contains("boot.ipxe does not answer.")
+                .then_some(())
+        },
+    )
+    .await;
+    let listener = lab.lab.services.bind_tcp(addr).unwrap();
+    lab.topology().serve_http_on(listener).unwrap();
     let topology = lab.topology();
+    // The new server's log starts empty: everything in it is from this boot.
+    let before = 0;
     let ignition = "/ignition/worker.ign";
     until(
         "the worker fetched its ignition URL",

@@ -3,8 +3,6 @@
 //! gets a lease from the discovery range (and no reserved name), a new reservation is picked up without a restart (leases kept), and a real
 //! resolver query (dig) resolves the cluster names to the load balancer. Runs as root.
 
-use std::process::Stdio;
-
 use harmony::domain::ScoreStatus;
 use harmony::domain::capability::{DhcpHostBinding, DhcpServer};
 use harmony::domain::inventory::HostRole;
@@ -13,39 +11,8 @@ use harmony_e2e::netns::{Netns, available};
 use harmony_e2e::okd_lab::{LOAD_BALANCER, OkdLab, SERVICES, WORKER0, worker_inventory};
 use harmony_modules::okd::{OkdHostsScore, OkdPrepareScore};
 
-/// Runs udhcpc once in `ns` (bounded: 5 discovers, 2 s apart, so dnsmasq's ping check of a
-/// dynamic address fits); returns what its script saw.
 fn udhcpc(ns: &Netns, dir: &std::path::Path) -> (bool, String) {
-    let script = dir.join(format!("{}-udhcpc.sh", ns.name()));
-    let out = dir.join(format!("{}-udhcpc.out", ns.name()));
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\necho \"$1 ip=$ip hostname=$hostname router=$router dns=$dns domain=$domain\" >> {}\n",
-            out.display()
-        ),
-    )
-    .unwrap();
-    std::process::Command::new("chmod")
-        .args(["+x", &script.display().to_string()])
-        .status()
-        .unwrap();
-    let status = ns
-        .command("busybox")
-        .args([
-            "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "5", "-T", "2", "-A", "1",
-        ])
-        .arg("-s")
-        .arg(&script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("busybox udhcpc runs (apt-get install busybox)");
-    (
-        status.success(),
-        std::fs::read_to_string(&out).unwrap_or_default(),
-    )
+    ns.udhcpc(dir, false)
 }
 
 fn require_root() {
@@ -126,6 +93,7 @@ async fn dhcp_gives_a_worker_exactly_its_reservation_and_unknown_macs_a_discover
         mac: MacAddress::parse("52:54:00:77:00:23").unwrap(),
         ip: IpAddress::parse("10.77.0.23").unwrap(),
         hostname: HostName::parse("worker2").unwrap(),
+        other_macs: Vec::new(),
     };
     lab.topology().ensure_bindings(&[late]).await.unwrap();
     assert_eq!(

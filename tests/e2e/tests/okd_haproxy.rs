@@ -189,3 +189,36 @@ async fn api_frontend_reaches_a_listener_in_its_backend_pool() {
     );
     drop(backend);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_configuration_haproxy_rejects_says_why() {
+    // A services folder deep enough that the admin socket's path passes haproxy's limit of 97
+    // characters: `haproxy -c` refuses it, and the error carries haproxy's own reason.
+    use harmony::infra::bare_metal::ServiceMode;
+    use harmony::infra::haproxy::{Haproxy, HaproxySettings};
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("x".repeat(110));
+    let haproxy = Haproxy::new(
+        HaproxySettings {
+            dir: deep.clone(),
+            host_dir: deep.clone(),
+            binary: "haproxy".into(),
+            prefix: Vec::new(),
+        },
+        ServiceMode::Apply,
+    );
+    let layout = harmony_e2e::okd_lab::layout().unwrap();
+    let e = haproxy
+        .ensure_services(&load_balancer_services(&layout))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("haproxy -c") && e.contains("too long (max 97)"),
+        "the error says why haproxy refused the configuration: {e}"
+    );
+    assert!(
+        haproxy.daemon().running_pid().is_none(),
+        "nothing was started"
+    );
+}

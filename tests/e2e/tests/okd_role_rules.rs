@@ -26,6 +26,7 @@ fn machine(id: &str, mac: &str, memory_gib: u64, disk_gb: u64) -> PhysicalHost {
             name: "vda".into(),
             size_bytes: disk_gb * 1_000_000_000,
             rotational: false,
+            ..Default::default()
         }],
     }
 }
@@ -36,6 +37,31 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// Starts okd-operator in `lab`'s services namespace applying with `--yes`, the inventory at
+/// `dir/inventory.sqlite`, waiting up to 120 s for discovery, with `assign` rules.
+fn applying(lab: &Lab, dir: &Path, assign: &[&str]) -> std::process::Child {
+    let mut command = lab.services.command(env!("CARGO_BIN_EXE_okd-operator"));
+    command
+        .args([
+            "--apply",
+            "--yes",
+            "--discovery-timeout",
+            "120",
+            "--inventory",
+        ])
+        .arg(dir.join("inventory.sqlite"));
+    for rule in assign {
+        command.args(["--assign", rule]);
+    }
+    command
+        .env("HARMONY_OKD_SERVICES_DIR", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 fn roles_in(path: &Path) -> Vec<(String, HostRole)> {
@@ -55,59 +81,74 @@ fn discovered_hosts_get_the_worker_role_by_mac_and_by_size_without_a_terminal() 
     if let Err(e) = available() {
         panic!("{e}");
     }
-    let lab = Lab::new(
+    let mut lab = Lab::new(
         "rules",
         &[&format!("{SERVICES}/24"), &format!("{LOAD_BALANCER}/24")],
     )
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let inventory = dir.path().join("inventory.sqlite");
-    let mut child = lab
-        .services
-        .command(env!("CARGO_BIN_EXE_okd-operator"))
-        .args([
-            "--apply",
-            "--yes",
-            "--inventory",
-            inventory.to_str().unwrap(),
-            "--discovery-timeout",
-            "120",
-            "--assign",
+    let mut child = applying(
+        &lab,
+        dir.path(),
+        &[
             "worker=mac:52:54:00:77:00:41",
-            "--assign",
             "worker=min-memory:24GiB,min-disk:200GB",
-        ])
-        .env("HARMONY_OKD_SERVICES_DIR", dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+    );
 
     // Three machines boot into discovery while the workers phase waits: a small one named by
     // MAC, a large one the size rule matches, and one no rule matches (large disk, little
-    // memory).
+    // memory). Each takes a DHCP lease from Harmony's dnsmasq (discovery range) and reports
+    // from that address, as the discovery image does.
     let url = format!("http://{SERVICES}:{HTTP_PORT}/discovery");
-    for host in [
+    let leases = dir.path().join("leases");
+    std::fs::create_dir_all(&leases).unwrap();
+    // A report from an address dnsmasq did not lease to it (here: the services address) is
+    // refused with 403, nothing recorded.
+    let forged = serde_json::to_string(&machine("forged", "52:54:00:77:00:49", 8, 100)).unwrap();
+    let refused = wait_for(Duration::from_secs(60), || {
+        let out = lab.services.post(&url, &forged);
+        (!out.starts_with("000")).then_some(out)
+    })
+    .expect("the discovery endpoint answers");
+    assert!(
+        refused.starts_with("403") && refused.contains("holds no DHCP lease"),
+        "{refused}"
+    );
+    for (i, host) in [
         machine("small-named", "52:54:00:77:00:41", 8, 100),
         machine("large", "52:54:00:77:00:42", 32, 500),
         machine("low-memory", "52:54:00:77:00:43", 8, 500),
-    ] {
-        let body = serde_json::to_string(&host).unwrap();
-        let posted = wait_for(Duration::from_secs(60), || {
-            let out = lab
-                .services
-                .command("curl")
-                .args(["-sf", "-X", "POST", "--data", &body, &url])
-                .output()
-                .ok()?;
-            out.status.success().then_some(())
-        });
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ns = lab
+            .client(&format!("m{i}"), &host.macs[0].to_string())
+            .unwrap();
+        let ip = wait_for(Duration::from_secs(60), || ns.lease(&leases).ok())
+            .unwrap_or_else(|| panic!("{} got no lease from dnsmasq", host.id));
         assert!(
-            posted.is_some(),
-            "the discovery endpoint never took {}",
-            host.id
+            ip.starts_with("10.77.0.2"),
+            "a discovery-range address: {ip}"
         );
+        let body = serde_json::to_string(&host).unwrap();
+        let said = ns.post(&url, &body);
+        assert!(said.starts_with("201"), "{}: {said}", host.id);
+        if i == 0 {
+            // The same id again from its leased address, now with another NIC's MAC: held
+            // for the operator (202), not applied.
+            let mut changed = host.clone();
+            changed
+                .macs
+                .push(harmony_types::MacAddress::parse("52:54:00:77:00:4f").unwrap());
+            let said = ns.post(&url, &serde_json::to_string(&changed).unwrap());
+            assert!(
+                said.starts_with("202") && said.contains("held for the operator"),
+                "{said}"
+            );
+        }
     }
 
     let done = wait_for(Duration::from_secs(120), || child.try_wait().ok().flatten());
@@ -137,6 +178,25 @@ fn discovered_hosts_get_the_worker_role_by_mac_and_by_size_without_a_terminal() 
         said.contains("rebooting is the operator's job"),
         "--yes leaves the reboot to the operator:\n{said}"
     );
+    let inv = SqliteInventory::open(&inventory).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let known = rt.block_on(inv.known_hosts()).unwrap();
+    let ids: Vec<&str> = known.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["large", "low-memory", "small-named"],
+        "the forged report was not recorded"
+    );
+    assert_eq!(
+        known[2].macs.len(),
+        1,
+        "the held report was not applied: {known:?}"
+    );
+    let held = rt.block_on(inv.held_reports()).unwrap();
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert!(held[0].difference.starts_with("MACs ["), "{held:?}");
     drop(lab);
 }
 
@@ -190,6 +250,37 @@ fn a_size_rule_matching_more_hosts_than_needed_picks_none_and_says_how_to_narrow
     assert!(
         !dir.path().join("out/okd/http/www/ipxe").exists(),
         "a host was scripted"
+    );
+    // Three hosts named by MAC for a role of two slots: an error naming the hosts and the
+    // slots, nothing written.
+    let out = Command::new(env!("CARGO_BIN_EXE_okd-operator"))
+        .args([
+            "--inventory",
+            inventory.to_str().unwrap(),
+            "--out",
+            dir.path().join("out").to_str().unwrap(),
+            "--assign",
+            "worker=mac:52:54:00:77:00:51",
+            "--assign",
+            "worker=mac:52:54:00:77:00:52",
+            "--assign",
+            "worker=mac:52:54:00:77:00:53",
+        ])
+        .env("HARMONY_OKD_SERVICES_DIR", dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("--assign gives the worker role to host(s) node-a, node-b, node-c but the role has 2 free slot(s) of 2: worker0 (free), worker1 (free); nothing was written"),
+        "{said}"
+    );
+    let reserved =
+        std::fs::read_to_string(dir.path().join("out/okd/dnsmasq/dhcp-hosts")).unwrap_or_default();
+    assert!(
+        !dir.path().join("out/okd/http/www/ipxe").exists() && reserved.is_empty(),
+        "nothing was written: {reserved}"
     );
     // The same hosts narrowed by MAC: exactly those two are workers.
     let out = Command::new(env!("CARGO_BIN_EXE_okd-operator"))
@@ -262,4 +353,78 @@ fn a_bad_assign_rule_exits_2_naming_the_flag_and_the_fix() {
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("both name MAC 52:54:00:77:00:51"), "{said}");
     assert!(!dir.path().join("out").exists());
+}
+
+#[test]
+fn identical_machines_reporting_while_a_size_rule_waits_are_never_picked_by_arrival_order() {
+    if let Err(e) = available() {
+        panic!("{e}");
+    }
+    let mut lab = Lab::new(
+        "twins",
+        &[&format!("{SERVICES}/24"), &format!("{LOAD_BALANCER}/24")],
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let inventory = dir.path().join("inventory.sqlite");
+    // One worker named by MAC, the other by a size rule that two identical machines match.
+    let mut child = applying(
+        &lab,
+        dir.path(),
+        &["worker=mac:52:54:00:77:00:61", "worker=min-memory:24GiB"],
+    );
+    let url = format!("http://{SERVICES}:{HTTP_PORT}/discovery");
+    let leases = dir.path().join("leases");
+    std::fs::create_dir_all(&leases).unwrap();
+    let machines = [
+        machine("named", "52:54:00:77:00:61", 8, 200),
+        machine("twin-a", "52:54:00:77:00:62", 32, 500),
+        machine("twin-b", "52:54:00:77:00:63", 32, 500),
+    ];
+    // All three boot (take their leases) before any reports, as machines powered on together
+    // do; then they report one after the other.
+    let mut namespaces = Vec::new();
+    for (i, host) in machines.iter().enumerate() {
+        let ns = lab
+            .client(&format!("t{i}"), &host.macs[0].to_string())
+            .unwrap();
+        wait_for(Duration::from_secs(60), || ns.lease(&leases).ok())
+            .unwrap_or_else(|| panic!("{} got no lease from dnsmasq", host.id));
+        namespaces.push(ns.name().to_string());
+    }
+    for (i, host) in machines.iter().enumerate() {
+        let ns = lab.client_named(&namespaces[i]).unwrap();
+        let said = ns.post(&url, &serde_json::to_string(host).unwrap());
+        assert!(said.starts_with("201"), "{}: {said}", host.id);
+        if host.id.as_str() == "twin-a" {
+            // Longer than the phase's 2 s poll: a phase that picks by arrival takes twin-a
+            // here. twin-b holds a lease without having reported, so discovery has not
+            // settled and the size rule must wait, however long this pause.
+            std::thread::sleep(Duration::from_secs(5));
+        }
+    }
+    let done = wait_for(Duration::from_secs(120), || child.try_wait().ok().flatten());
+    if done.is_none() {
+        let _ = child.kill();
+        panic!("the program did not finish after the machines reported");
+    }
+    let out = child.wait_with_output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("--assign worker=min-memory:24GiB matches 2 unassigned hosts but the worker role needs only 1 more")
+            && said.contains("twin-a")
+            && said.contains("twin-b"),
+        "{said}"
+    );
+    // The MAC rule's host has the role only if it reported in an earlier poll than the twins.
+    let roles = roles_in(&inventory);
+    assert!(
+        roles.iter().all(|(host, _)| host == "named"),
+        "neither twin was given the role: {roles:?}"
+    );
+    let hosts =
+        std::fs::read_to_string(dir.path().join("services/dnsmasq/dhcp-hosts")).unwrap_or_default();
+    assert!(!hosts.contains(":62") && !hosts.contains(":63"), "{hosts}");
+    drop(lab);
 }

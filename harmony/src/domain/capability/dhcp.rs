@@ -17,6 +17,29 @@ pub struct DhcpHostBinding {
     pub ip: IpAddress,
     /// The host name handed out with the lease (short name, e.g. `worker0`).
     pub hostname: HostName,
+    /// The host's other NICs, given the same address: whichever NIC asks gets it (one lease at
+    /// a time, as dnsmasq's `dhcp-host=MAC1,MAC2,IP` does), so the host keeps its address
+    /// whichever NIC its firmware or installer brings up.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_macs: Vec<MacAddress>,
+}
+
+impl DhcpHostBinding {
+    /// Every MAC of the reservation, the PXE NIC's first.
+    pub fn macs(&self) -> impl Iterator<Item = &MacAddress> {
+        std::iter::once(&self.mac).chain(&self.other_macs)
+    }
+}
+
+/// A lease the DHCP server handed out (a reservation or an address of its discovery range).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DhcpLease {
+    /// The client's MAC.
+    pub mac: MacAddress,
+    /// The address leased.
+    pub ip: IpAddress,
+    /// When it ends, in seconds since the Unix epoch; `None` for an infinite lease.
+    pub expires: Option<u64>,
 }
 
 /// What PXE clients are told to boot: an iPXE binary over TFTP for firmware that is not iPXE yet,
@@ -50,6 +73,9 @@ pub trait DhcpServer: Send + Sync {
 
     /// The reservations currently configured, sorted by MAC.
     async fn bindings(&self) -> Result<Vec<DhcpHostBinding>, CapabilityError>;
+
+    /// The leases handed out and not expired, as the server records them.
+    async fn leases(&self) -> Result<Vec<DhcpLease>, CapabilityError>;
 
     /// Sets the PXE boot options handed to every reserved host.
     async fn set_pxe_options(

@@ -245,6 +245,12 @@ pub trait HaCluster: Send + Sync {
     fn role_rules(&self) -> &[super::RoleRule] {
         &[]
     }
+
+    /// Rules choosing the disk each host installs to (`--root-device TARGET=HINTS`); a host
+    /// no rule is for installs by [`super::RootDeviceHints::default`].
+    fn root_device_rules(&self) -> &[super::RootDeviceRule] {
+        &[]
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,19 @@ pub enum BootEvent {
     Retired,
 }
 
+/// A discovery report Harmony did not apply because it would change a known host's MACs or
+/// identity (or claims another host's MAC): kept for the operator, who accepts it or not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldReport {
+    /// The host as reported (boot MAC first).
+    pub reported: PhysicalHost,
+    /// The address the report came from.
+    pub client: String,
+    /// What it would change, in words: `MACs 52:54:00:.. -> 52:54:00:..`, `serial A -> B`,
+    /// `MAC 52:54:00:.. belongs to host X`.
+    pub difference: String,
+}
+
 /// Where discovered hosts, role assignments and bindings are kept.
 #[async_trait]
 #[diagnostic::on_unimplemented(
@@ -79,4 +92,12 @@ pub trait HostInventory: Send + Sync {
 
     /// The MACs among `macs` whose host was retired and not asked to reboot since.
     async fn retired(&self, macs: &[MacAddress]) -> Result<Vec<MacAddress>, CapabilityError>;
+
+    /// Discovery reports held for the operator (see [`HeldReport`]), oldest first, one per
+    /// reported host id (a newer report of the same id replaces the older).
+    async fn held_reports(&self) -> Result<Vec<HeldReport>, CapabilityError>;
+
+    /// Applies the held report of host `id` (the operator accepted the difference): the host's
+    /// facts become the reported ones and the report is no longer held.
+    async fn accept_held_report(&self, id: &Id) -> Result<ObjectChange, CapabilityError>;
 }

@@ -13,6 +13,7 @@ pub mod postgresql;
 pub mod postgresql_distributed;
 pub mod region_admin;
 pub mod role_rule;
+pub mod root_device;
 pub mod sites;
 pub mod tenant_admin;
 pub mod tftp;
@@ -38,15 +39,18 @@ pub use sites::MultiSite;
 pub use tenant_admin::{ProjectQuota, ProjectState, TenantAdmin, TenantState};
 
 pub use cluster_nodes::{ClusterNodes, NodeReadiness, NodeStatus, PendingCsr};
-pub use dhcp::{DhcpHostBinding, DhcpServer, PxeBootOptions};
+pub use dhcp::{DhcpHostBinding, DhcpLease, DhcpServer, PxeBootOptions};
 pub use dns::{DnsRecord, DnsServer};
 pub use ha_cluster::{
     CONTROL_PLANE_HOSTS, ClusterLayout, DeclaredRole, HaCluster, HostSelector, LogicalHost,
 };
-pub use host_inventory::{BootEvent, HostBinding, HostInventory};
+pub use host_inventory::{BootEvent, HeldReport, HostBinding, HostInventory};
 pub use http::{HttpAccess, HttpFile, HttpServer};
 pub use load_balancer::{BackendServer, HealthCheck, LoadBalancer, LoadBalancerService};
 pub use role_rule::{HostMatch, RoleRule};
+pub use root_device::{
+    OKD_MIN_INSTALL_DISK_BYTES, RootDeviceHints, RootDeviceRule, RootDeviceTarget,
+};
 pub use tftp::{TftpFile, TftpServer};
 
 use std::time::Duration;

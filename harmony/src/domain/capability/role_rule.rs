@@ -109,7 +109,7 @@ impl fmt::Display for RoleRule {
 
 /// `16GiB`, `120GB`, `512MiB`, `1.5TB`: decimal (kB, MB, GB, TB) or binary (KiB, MiB, GiB,
 /// TiB) units; the unit is required so that nobody guesses which one was meant.
-fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| {
@@ -160,6 +160,7 @@ mod tests {
                 name: "vda".into(),
                 size_bytes: disk_gb * 1_000_000_000,
                 rotational: false,
+                ..Default::default()
             }],
         }
     }

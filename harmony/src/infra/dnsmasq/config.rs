@@ -7,7 +7,7 @@ use std::path::Path;
 use harmony_types::{HostName, IpAddress, MacAddress, Url};
 
 use super::DnsmasqSettings;
-use crate::domain::capability::{CapabilityError, DhcpHostBinding, PxeBootOptions};
+use crate::domain::capability::{CapabilityError, DhcpHostBinding, DhcpLease, PxeBootOptions};
 
 /// Everything dnsmasq serves, as read from (and written to) its folder.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,11 +41,22 @@ struct MainConf<'a> {
 #[derive(Template)]
 #[template(path = "dnsmasq/pxe.conf", escape = "none")]
 struct PxeConf<'a> {
-    script: &'a Url,
+    wait_script: &'a str,
     bios_file: &'a str,
     uefi_file: &'a str,
     tftp_server: IpAddress,
 }
+
+/// The script dnsmasq hands iPXE over TFTP: it chains to the HTTP boot script and, while the
+/// HTTP boot server does not answer (between runs), waits and retries.
+#[derive(Template)]
+#[template(path = "dnsmasq/harmony-boot.ipxe", escape = "none")]
+struct WaitScript<'a> {
+    script: &'a Url,
+}
+
+/// The file name of [`WaitScript`] in the TFTP root.
+pub const WAIT_SCRIPT: &str = "harmony-boot.ipxe";
 
 #[derive(Template)]
 #[template(path = "dnsmasq/wildcards.conf", escape = "none")]
@@ -88,7 +99,7 @@ pub fn render_files(
     );
     if let Some(pxe) = &state.pxe {
         let conf = PxeConf {
-            script: &pxe.ipxe_script,
+            wait_script: WAIT_SCRIPT,
             bios_file: &pxe.bios_file,
             uefi_file: &pxe.uefi_file,
             tftp_server: pxe.tftp_server,
@@ -96,6 +107,13 @@ pub fn render_files(
         files.insert(
             "conf.d/pxe.conf".to_string(),
             with_newline(conf.render().map_err(|e| template_error("pxe.conf", e))?),
+        );
+        let wait = WaitScript {
+            script: &pxe.ipxe_script,
+        };
+        files.insert(
+            format!("tftp/{WAIT_SCRIPT}"),
+            with_newline(wait.render().map_err(|e| template_error(WAIT_SCRIPT, e))?),
         );
     }
     let wild = WildcardsConf {
@@ -118,7 +136,10 @@ pub fn render_files(
         "dhcp-hosts".to_string(),
         by_ip
             .iter()
-            .map(|b| format!("{},{},{}\n", b.mac, b.ip, b.hostname))
+            .map(|b| {
+                let macs: Vec<String> = b.macs().map(ToString::to_string).collect();
+                format!("{},{},{}\n", macs.join(","), b.ip, b.hostname)
+            })
             .collect(),
     );
     files.insert(
@@ -168,11 +189,29 @@ impl DnsmasqState {
         let path = dir.join("dhcp-hosts");
         for (i, line) in read_lines(&path)? {
             let parts: Vec<&str> = line.split(',').collect();
-            let [mac, ip, name] = parts[..] else {
-                return Err(corrupt(&path, i, &line, "expected MAC,IP,hostname".into()));
+            let [macs @ .., ip, name] = &parts[..] else {
+                return Err(corrupt(
+                    &path,
+                    i,
+                    &line,
+                    "expected MAC[,MAC...],IP,hostname".into(),
+                ));
+            };
+            let macs = macs
+                .iter()
+                .map(|m| MacAddress::parse(m).map_err(|e| corrupt(&path, i, &line, e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?;
+            let Some((mac, others)) = macs.split_first() else {
+                return Err(corrupt(
+                    &path,
+                    i,
+                    &line,
+                    "expected MAC[,MAC...],IP,hostname".into(),
+                ));
             };
             let binding = DhcpHostBinding {
-                mac: MacAddress::parse(mac).map_err(|e| corrupt(&path, i, &line, e.to_string()))?,
+                mac: *mac,
+                other_macs: others.to_vec(),
                 ip: IpAddress::parse(ip).map_err(|e| corrupt(&path, i, &line, e.to_string()))?,
                 hostname: HostName::parse(name)
                     .map_err(|e| corrupt(&path, i, &line, e.to_string()))?,
@@ -226,7 +265,22 @@ fn load_pxe(path: &Path) -> Result<Option<PxeBootOptions>, CapabilityError> {
             .map(str::to_string)
     };
     let missing = |what: &str| corrupt(path, 0, what, "line missing".into());
-    let script = boot("tag:ipxe").ok_or_else(|| missing("dhcp-boot=tag:ipxe"))?;
+    boot("tag:ipxe").ok_or_else(|| missing("dhcp-boot=tag:ipxe"))?;
+    // The HTTP script is the one the TFTP wait script chains to.
+    let wait = path
+        .parent()
+        .and_then(Path::parent)
+        .map(|dir| dir.join("tftp").join(WAIT_SCRIPT))
+        .unwrap_or_default();
+    let script = std::fs::read_to_string(&wait)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("chain --autofree "))
+                .and_then(|l| l.split_whitespace().next())
+                .map(str::to_string)
+        })
+        .ok_or_else(|| corrupt(&wait, 0, "chain --autofree URL", "line missing".into()))?;
     let uefi = boot("tag:!ipxe,tag:efi64").ok_or_else(|| missing("dhcp-boot efi64"))?;
     let bios = boot("tag:!ipxe,tag:bios").ok_or_else(|| missing("dhcp-boot bios"))?;
     let split = |s: &str| -> Option<(String, String)> {
@@ -242,4 +296,32 @@ fn load_pxe(path: &Path) -> Result<Option<PxeBootOptions>, CapabilityError> {
         uefi_file,
         ipxe_script: Url::parse(&script).map_err(|e| corrupt(path, 0, &script, e.to_string()))?,
     }))
+}
+
+/// Reads dnsmasq's lease file (`EXPIRY MAC IP HOSTNAME CLIENT-ID` per line, expiry in seconds
+/// since the epoch, 0 for infinite): the leases not expired at `now`. A missing file has none;
+/// lines dnsmasq writes for other purposes (`duid ...`, IPv6) are skipped.
+pub fn read_leases(path: &Path, now: u64) -> Result<Vec<DhcpLease>, CapabilityError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(super::io_error(path, e)),
+    };
+    Ok(parse_leases(&text, now))
+}
+
+/// The leases of a lease file's text not expired at `now` (see [`read_leases`]).
+pub fn parse_leases(text: &str, now: u64) -> Vec<DhcpLease> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let expiry: u64 = words.next()?.parse().ok()?;
+            let mac = MacAddress::parse(words.next()?).ok()?;
+            let ip = IpAddress::parse(words.next()?).ok()?;
+            let expires = (expiry != 0).then_some(expiry);
+            expires
+                .is_none_or(|e| e > now)
+                .then_some(DhcpLease { mac, ip, expires })
+        })
+        .collect()
 }

@@ -19,12 +19,12 @@ use harmony_types::{HostName, IpAddress, Ipv4Cidr};
 
 use super::bare_metal::{Daemon, FileSync, ServiceMode, io_error};
 use crate::domain::capability::{
-    CapabilityError, DhcpHostBinding, DhcpServer, DnsRecord, DnsServer, PxeBootOptions, TftpFile,
-    TftpServer,
+    CapabilityError, DhcpHostBinding, DhcpLease, DhcpServer, DnsRecord, DnsServer, PxeBootOptions,
+    TftpFile, TftpServer,
 };
 use crate::domain::{ChangeAction, ObjectChange};
 
-pub use config::{DnsmasqState, render_files};
+pub use config::{DnsmasqState, WAIT_SCRIPT, parse_leases, read_leases, render_files};
 
 /// Where dnsmasq listens and what it serves, fixed for a site.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +102,16 @@ impl Dnsmasq {
     /// Reads the state back from the folder (empty when nothing was written yet).
     pub fn load_state(&self) -> Result<DnsmasqState, CapabilityError> {
         DnsmasqState::load(&self.settings.dir)
+    }
+
+    /// The leases in dnsmasq's lease file not expired now (a render folder has none unless
+    /// dnsmasq ran on it).
+    pub fn leases_now(&self) -> Result<Vec<DhcpLease>, CapabilityError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        read_leases(&self.settings.dir.join("dnsmasq.leases"), now)
     }
 
     /// Brings the folder to `state`, then (apply mode) checks and reloads dnsmasq. Returns a
@@ -305,6 +315,19 @@ impl DhcpServer for Dnsmasq {
                         ),
                     ));
                 }
+                // A MAC of this reservation that another reservation already has.
+                let claimed = state.bindings.values().find(|o| {
+                    o.mac != b.mac && o.macs().any(|m| b.macs().any(|n| n == m))
+                });
+                if let Some(o) = claimed {
+                    return Err(invalid(
+                        format!("DHCP reservation {} ({})", b.hostname, b.mac),
+                        format!(
+                            "a MAC of it is already reserved with {} ({} / {}); free it first",
+                            o.mac, o.ip, o.hostname
+                        ),
+                    ));
+                }
                 let clash = by_ip
                     .get(&b.ip)
                     .into_iter()
@@ -331,6 +354,10 @@ impl DhcpServer for Dnsmasq {
 
     async fn bindings(&self) -> Result<Vec<DhcpHostBinding>, CapabilityError> {
         self.locked(|| Ok(self.load_state()?.bindings.into_values().collect()))
+    }
+
+    async fn leases(&self) -> Result<Vec<DhcpLease>, CapabilityError> {
+        self.leases_now()
     }
 
     async fn set_pxe_options(
@@ -422,6 +449,12 @@ impl TftpServer for Dnsmasq {
                     return Err(invalid(
                         format!("TFTP file {:?}", f.name),
                         "must be a plain file name inside the TFTP root",
+                    ));
+                }
+                if f.name == config::WAIT_SCRIPT {
+                    return Err(invalid(
+                        format!("TFTP file {:?}", f.name),
+                        "is the boot script Harmony writes from the PXE options; name the file otherwise",
                     ));
                 }
                 let bytes = std::fs::read(&f.source).map_err(|e| CapabilityError::Io {

@@ -27,6 +27,7 @@ fn binding(mac: &str, ip: &str, name: &str) -> DhcpHostBinding {
         mac: MacAddress::parse(mac).unwrap(),
         ip: IpAddress::parse(ip).unwrap(),
         hostname: HostName::parse(name).unwrap(),
+        other_macs: Vec::new(),
     }
 }
 
@@ -217,4 +218,64 @@ async fn plan_mode_writes_nothing() {
         .unwrap();
     assert!(changes.iter().all(|c| c.action == ChangeAction::Create));
     assert!(!dir.path().join("d").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_with_several_nics_is_reserved_by_all_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Dnsmasq::new(settings(dir.path()), ServiceMode::Render);
+    let mut two = binding("52:54:00:00:00:22", "10.10.0.22", "worker1");
+    two.other_macs = vec![MacAddress::parse("52:54:00:00:00:21").unwrap()];
+    d.ensure_bindings(&[two.clone()]).await.unwrap();
+    let text = std::fs::read_to_string(dir.path().join("dhcp-hosts")).unwrap();
+    assert_eq!(
+        text,
+        "52:54:00:00:00:22,52:54:00:00:00:21,10.10.0.22,worker1\n"
+    );
+    assert_eq!(
+        d.bindings().await.unwrap(),
+        vec![two],
+        "read back as written"
+    );
+    // Another reservation claiming one of its MACs is refused, naming the holder.
+    let e = d
+        .ensure_bindings(&[binding("52:54:00:00:00:21", "10.10.0.23", "worker2")])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("already reserved with 52:54:00:00:00:22"), "{e}");
+}
+
+#[test]
+fn leases_are_read_as_dnsmasq_writes_them_and_expired_ones_dropped() {
+    let text = "\
+1764200000 52:54:00:00:00:31 10.10.0.231 * 01:52:54:00:00:00:31
+1764100000 52:54:00:00:00:32 10.10.0.232 host-b *
+0 52:54:00:00:00:33 10.10.0.233 * *
+duid 00:01:00:01:2c:00:00:00:52:54:00:00:00:01
+garbage line
+";
+    let leases = parse_leases(text, 1_764_150_000);
+    let got: Vec<(String, String, Option<u64>)> = leases
+        .iter()
+        .map(|l| (l.mac.to_string(), l.ip.to_string(), l.expires))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "52:54:00:00:00:31".to_string(),
+                "10.10.0.231".to_string(),
+                Some(1_764_200_000)
+            ),
+            (
+                "52:54:00:00:00:33".to_string(),
+                "10.10.0.233".to_string(),
+                None
+            ),
+        ],
+        "the expired lease and the lines that are not leases are dropped"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    assert!(read_leases(&dir.path().join("none"), 0).unwrap().is_empty());
 }

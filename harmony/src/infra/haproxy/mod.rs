@@ -179,12 +179,9 @@ impl Haproxy {
         std::fs::create_dir_all(&self.settings.dir)
             .map_err(|e| super::bare_metal::io_error(&self.settings.dir, e))?;
         std::fs::write(&staging, text).map_err(|e| super::bare_metal::io_error(&staging, e))?;
-        let result = self.daemon().run(&[
-            "-c".into(),
-            "-q".into(),
-            "-f".into(),
-            staging.display().to_string(),
-        ]);
+        let result = self
+            .daemon()
+            .run(&["-c".into(), "-f".into(), staging.display().to_string()]);
         let _ = std::fs::remove_file(&staging);
         result.map(|_| ()).map_err(|e| CapabilityError::Rejected {
             object: "haproxy configuration".into(),

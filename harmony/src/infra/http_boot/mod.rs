@@ -14,7 +14,10 @@ use super::bare_metal::{FileSync, ServiceMode};
 use crate::domain::ObjectChange;
 use crate::domain::capability::{CapabilityError, HttpAccess, HttpFile, HttpServer};
 
-pub use server::{BootSink, DiscoverySink, HttpBootServer, IMAGE_PREFIX, parse_access_line};
+pub use server::{
+    BootSink, DiscoverySink, HttpBootServer, IMAGE_PREFIX, ReportOutcome, ReportRefused,
+    parse_access_line,
+};
 
 /// The HTTP boot backend: files under `<dir>/www`, requests logged to `<dir>/access.log`.
 #[derive(Debug)]
@@ -92,6 +95,11 @@ impl HttpBoot {
         let addr = server.local_addr();
         *self.server.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
         Ok(addr)
+    }
+
+    /// Stops the server, if one runs (as the end of a run does): the port is closed.
+    pub fn stop(&self) {
+        self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 
     /// Whether a server is running.

@@ -6,19 +6,38 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
 use crate::domain::capability::HttpAccess;
-use crate::domain::inventory::PhysicalHost;
 use harmony_types::{DiscoveryReport, MacAddress};
 
-/// Receives the hardware report of a host being discovered, once it passed
-/// [`DiscoveryReport::validate`]; an `Err` is answered 400 with it.
-pub type DiscoverySink = Arc<dyn Fn(PhysicalHost) -> Result<(), String> + Send + Sync>;
+/// What became of a discovery report the sink took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportOutcome {
+    /// Recorded in the inventory (answered 201).
+    Recorded,
+    /// Kept for the operator instead of applied, for the reason given (answered 202).
+    Held(String),
+}
+
+/// Why the sink refused a report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReportRefused {
+    /// The sender is not who the report says (answered 403): e.g. its address holds no DHCP
+    /// lease for any of the reported MACs.
+    Forbidden(String),
+    /// The report cannot be recorded (answered 400).
+    Invalid(String),
+}
+
+/// Receives the hardware report of a host being discovered, with the address it came from,
+/// once it passed [`DiscoveryReport::validate`].
+pub type DiscoverySink =
+    Arc<dyn Fn(IpAddr, DiscoveryReport) -> Result<ReportOutcome, ReportRefused> + Send + Sync>;
 
 /// Told the MAC of each host that fetched its per-MAC iPXE script (`GET /ipxe/<mac>.ipxe`).
 pub type BootSink = Arc<dyn Fn(MacAddress) + Send + Sync>;
@@ -188,7 +207,7 @@ async fn handle(shared: &Shared, client: SocketAddr, req: Request<Incoming>) -> 
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let response = match (&method, path.as_str()) {
-        (&Method::POST, "/discovery") => discovery(shared, req).await,
+        (&Method::POST, "/discovery") => discovery(shared, client.ip(), req).await,
         (&Method::GET | &Method::HEAD, image) if image.starts_with(IMAGE_PREFIX) => {
             discovery_image(shared, image, method == Method::HEAD).await
         }
@@ -318,7 +337,7 @@ fn clip(e: &str) -> String {
     }
 }
 
-async fn discovery(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
+async fn discovery(shared: &Shared, client: IpAddr, req: Request<Incoming>) -> Response<Body> {
     let Some(sink) = &shared.discovery else {
         return text(
             StatusCode::NOT_FOUND,
@@ -359,10 +378,26 @@ async fn discovery(shared: &Shared, req: Request<Incoming>) -> Response<Body> {
     }
     // The log line carries the serial and UUID so an operator can match the report to the
     // machine's label; reported text is escaped so that it cannot forge a log line.
-    log::info!("discovery: {}", report.summary());
-    let host = report.host;
-    match sink(host) {
-        Ok(()) => text(StatusCode::CREATED, "recorded\n"),
-        Err(e) => text(StatusCode::BAD_REQUEST, format!("{e}\n")),
+    let summary = report.summary();
+    match sink(client, report) {
+        Ok(ReportOutcome::Recorded) => {
+            log::info!("discovery: {summary} (from {client})");
+            text(StatusCode::CREATED, "recorded\n")
+        }
+        Ok(ReportOutcome::Held(why)) => {
+            log::warn!("discovery: held for the operator: {summary} (from {client}): {why}");
+            text(
+                StatusCode::ACCEPTED,
+                format!("held for the operator, not applied: {why}\n"),
+            )
+        }
+        Err(ReportRefused::Forbidden(why)) => {
+            log::warn!("discovery: refused {summary} from {client}: {why}");
+            text(
+                StatusCode::FORBIDDEN,
+                format!("the report is refused: {why}\n"),
+            )
+        }
+        Err(ReportRefused::Invalid(why)) => text(StatusCode::BAD_REQUEST, format!("{why}\n")),
     }
 }

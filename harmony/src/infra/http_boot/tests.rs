@@ -39,9 +39,9 @@ async fn serves_files_logs_requests_and_takes_discovery_reports() {
     );
     let reports: Arc<std::sync::Mutex<Vec<PhysicalHost>>> = Arc::default();
     let seen = reports.clone();
-    let sink: DiscoverySink = Arc::new(move |h| {
-        seen.lock().unwrap().push(h);
-        Ok(())
+    let sink: DiscoverySink = Arc::new(move |_client, r: harmony_types::DiscoveryReport| {
+        seen.lock().unwrap().push(r.into_host());
+        Ok(super::ReportOutcome::Recorded)
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = boot.serve_on(listener, Some(sink)).unwrap();
@@ -188,9 +188,9 @@ async fn forged_discovery_reports_are_refused_naming_the_field() {
     );
     let reports: Arc<std::sync::Mutex<Vec<PhysicalHost>>> = Arc::default();
     let seen = reports.clone();
-    let sink: DiscoverySink = Arc::new(move |h| {
-        seen.lock().unwrap().push(h);
-        Ok(())
+    let sink: DiscoverySink = Arc::new(move |_client, r: harmony_types::DiscoveryReport| {
+        seen.lock().unwrap().push(r.into_host());
+        Ok(super::ReportOutcome::Recorded)
     });
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = boot.serve_on(listener, Some(sink)).unwrap();

@@ -2,9 +2,13 @@
 //!
 //! Tables: `hosts` (facts), `roles` (host -> role) and `bindings` (host -> logical host, with
 //! unique constraints so a host or a logical host is never bound twice), and `boot_events`
-//! (reboot requests and boots seen, see `boots.rs`).
+//! (reboot requests and boots seen, see `boots.rs`), and `held_reports` (discovery reports kept
+//! for the operator, see `held.rs`).
 
 mod boots;
+mod held;
+
+pub use held::identity_change;
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -13,7 +17,9 @@ use std::sync::Mutex;
 
 use harmony_types::{HostName, Id, MacAddress};
 
-use crate::domain::capability::{BootEvent, CapabilityError, HostBinding, HostInventory};
+use crate::domain::capability::{
+    BootEvent, CapabilityError, HeldReport, HostBinding, HostInventory,
+};
 use crate::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
 use crate::domain::{ChangeAction, ObjectChange};
 
@@ -90,6 +96,8 @@ fn prepare(conn: &Connection, location: &str) -> Result<(), CapabilityError> {
             .map_err(|e| db_error(location, e))?;
     }
     conn.execute_batch(boots::SCHEMA)
+        .map_err(|e| db_error(location, e))?;
+    conn.execute_batch(held::SCHEMA)
         .map_err(|e| db_error(location, e))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| db_error(location, e))
@@ -432,6 +440,14 @@ impl HostInventory for SqliteInventory {
         self.retired_sync(macs)
     }
 
+    async fn held_reports(&self) -> Result<Vec<HeldReport>, CapabilityError> {
+        self.held_reports_sync()
+    }
+
+    async fn accept_held_report(&self, id: &Id) -> Result<ObjectChange, CapabilityError> {
+        self.accept_held_report_sync(id)
+    }
+
     async fn bind_host(&self, binding: &HostBinding) -> Result<ObjectChange, CapabilityError> {
         let object = format!("binding {} -> {}", binding.host, binding.logical);
         let mac = binding.mac.to_string();
@@ -523,6 +539,7 @@ mod tests {
                 name: "vda".into(),
                 size_bytes: 100 << 30,
                 rotational: false,
+                ..Default::default()
             }],
         }
     }

@@ -8,6 +8,7 @@
 mod discovery;
 mod duplicates;
 mod nodes;
+mod reports;
 mod roles;
 
 use async_trait::async_trait;
@@ -25,8 +26,9 @@ use super::http_boot::{BootSink, DiscoverySink, HttpBoot};
 use super::inventory_sqlite::SqliteInventory;
 use crate::domain::capability::{
     BootEvent, CapabilityError, ClusterLayout, DeclaredRole, DhcpHostBinding, DhcpServer,
-    DnsRecord, DnsServer, HaCluster, HostBinding, HostInventory, HttpAccess, HttpFile, HttpServer,
-    LoadBalancer, LoadBalancerService, PxeBootOptions, RoleRule, TftpFile, TftpServer,
+    DnsRecord, DnsServer, HaCluster, HeldReport, HostBinding, HostInventory, HttpAccess, HttpFile,
+    HttpServer, LoadBalancer, LoadBalancerService, PxeBootOptions, RoleRule, RootDeviceRule,
+    TftpFile, TftpServer,
 };
 use crate::domain::capability::{ClusterNodes, NodeStatus, PendingCsr};
 use crate::domain::inventory::{PhysicalHost, RoleAssignment};
@@ -140,6 +142,8 @@ pub struct HAClusterTopology {
     inventory_flag: Option<PathBuf>,
     /// `--assign ROLE=RULE`, checked against the layout and the roles file.
     role_rules: Vec<RoleRule>,
+    /// `--root-device TARGET=HINTS`.
+    root_device_rules: Vec<RootDeviceRule>,
     cluster_nodes: Option<KubeClusterNodes>,
 }
 
@@ -249,6 +253,7 @@ impl HAClusterTopology {
                 &layout_for_rules,
                 &declared_for_rules,
             )?,
+            root_device_rules: ctx.root_device.clone(),
             cluster_nodes: None,
         })
     }
@@ -302,22 +307,14 @@ impl HAClusterTopology {
         &self.inventory
     }
 
-    /// A sink for the discovery endpoint that records reports into the inventory.
+    /// A sink for the discovery endpoint: a report is taken only from the address dnsmasq
+    /// leased to one of its MACs; one that would change a known host's MACs or serial (or
+    /// claims another host's MAC) is held for the operator; others are recorded in the
+    /// inventory, with a boot event for each MAC.
     pub fn discovery_sink(&self) -> DiscoverySink {
         let inventory = self.inventory.clone();
-        Arc::new(move |host: PhysicalHost| {
-            inventory
-                .record_host_sync(&host)
-                .map(|_| ())
-                .map_err(|e| e.to_string())?;
-            // A discovery report proves the host booted: a reboot asked of it has happened.
-            for mac in &host.macs {
-                inventory
-                    .record_boot_event_sync(*mac, BootEvent::Booted)
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(())
-        })
+        let leases = self.dnsmasq.settings().dir.join("dnsmasq.leases");
+        Arc::new(move |client, report| reports::take_report(&inventory, &leases, client, report))
     }
 
     /// A sink for the HTTP boot server that records, in the inventory, each host seen
@@ -492,6 +489,10 @@ impl HaCluster for HAClusterTopology {
     fn role_rules(&self) -> &[RoleRule] {
         &self.role_rules
     }
+
+    fn root_device_rules(&self) -> &[RootDeviceRule] {
+        &self.root_device_rules
+    }
 }
 
 #[async_trait]
@@ -505,6 +506,10 @@ impl DhcpServer for HAClusterTopology {
 
     async fn bindings(&self) -> Result<Vec<DhcpHostBinding>, CapabilityError> {
         self.dnsmasq.bindings().await
+    }
+
+    async fn leases(&self) -> Result<Vec<crate::domain::capability::DhcpLease>, CapabilityError> {
+        self.dnsmasq.leases().await
     }
 
     async fn set_pxe_options(
@@ -616,6 +621,17 @@ impl HostInventory for HAClusterTopology {
         macs: &[harmony_types::MacAddress],
     ) -> Result<Vec<harmony_types::MacAddress>, CapabilityError> {
         self.inventory.retired(macs).await
+    }
+
+    async fn held_reports(&self) -> Result<Vec<HeldReport>, CapabilityError> {
+        self.inventory.held_reports().await
+    }
+
+    async fn accept_held_report(
+        &self,
+        id: &harmony_types::Id,
+    ) -> Result<ObjectChange, CapabilityError> {
+        self.inventory.accept_held_report(id).await
     }
 }
 

@@ -2,6 +2,7 @@ use harmony_types::{Dns1123Label, HostName, Id, IpAddress, Ipv4Cidr, MacAddress}
 
 use super::*;
 use crate::domain::capability::LogicalHost;
+use crate::infra::http_boot::{ReportOutcome, ReportRefused};
 
 fn layout() -> ClusterLayout {
     let host = |n: &str, ip: &str| {
@@ -46,7 +47,13 @@ async fn a_discovery_report_or_a_script_fetch_proves_a_requested_reboot_happened
         .await
         .unwrap();
     assert_eq!(t.awaiting_boot(&[mac]).await.unwrap(), vec![mac]);
-    (t.discovery_sink())(host).unwrap();
+    // dnsmasq leased 10.10.0.230 to the machine (this test writes the line dnsmasq would).
+    lease(&t, "52:54:00:10:00:21 10.10.0.230");
+    let client: std::net::IpAddr = "10.10.0.230".parse().unwrap();
+    assert_eq!(
+        (t.discovery_sink())(client, report(host)),
+        Ok(ReportOutcome::Recorded)
+    );
     assert_eq!(t.awaiting_boot(&[mac]).await.unwrap(), vec![]);
     t.record_boot_event(mac, BootEvent::RebootRequested)
         .await
@@ -54,6 +61,102 @@ async fn a_discovery_report_or_a_script_fetch_proves_a_requested_reboot_happened
     assert_eq!(t.awaiting_boot(&[mac]).await.unwrap(), vec![mac]);
     (t.boot_sink())(mac);
     assert_eq!(t.awaiting_boot(&[mac]).await.unwrap(), vec![]);
+}
+
+fn report(host: PhysicalHost) -> harmony_types::DiscoveryReport {
+    harmony_types::DiscoveryReport {
+        host,
+        uuid: None,
+        boot_mac: None,
+    }
+}
+
+/// Writes lease lines (`MAC IP`) into the topology's dnsmasq lease file as dnsmasq writes them
+/// (expiring in an hour).
+fn lease(t: &HAClusterTopology, lines: &str) {
+    let expiry = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3600;
+    let text: String = lines
+        .lines()
+        .map(|l| format!("{expiry} {l} * 01:{}\n", l.split(' ').next().unwrap()))
+        .collect();
+    let dir = t.dnsmasq().settings().dir.clone();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("dnsmasq.leases"), text).unwrap();
+}
+
+#[tokio::test]
+async fn reports_come_only_from_leased_addresses_and_identity_changes_are_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = RunContext {
+        out_dir: dir.path().to_path_buf(),
+        ..RunContext::default()
+    };
+    let t = HAClusterTopology::from_context(layout(), BareMetalServices::default(), &ctx).unwrap();
+    let sink = t.discovery_sink();
+    let mac = |s: &str| MacAddress::parse(s).unwrap();
+    let machine = |id: &str, macs: &[&str]| PhysicalHost {
+        id: Id::parse(id).unwrap(),
+        hostname: None,
+        serial: Some("SN-1".into()),
+        macs: macs.iter().map(|m| mac(m)).collect(),
+        cpu_count: 2,
+        memory_bytes: 4 << 30,
+        disks: vec![],
+    };
+    let ip = |s: &str| -> std::net::IpAddr { s.parse().unwrap() };
+    lease(
+        &t,
+        "52:54:00:10:00:31 10.10.0.231\n52:54:00:10:00:32 10.10.0.232",
+    );
+    // No lease for this address, or a lease of this address to a MAC the report does not
+    // name: refused, nothing recorded.
+    for (from, macs) in [
+        ("10.10.0.240", vec!["52:54:00:10:00:31"]),
+        ("10.10.0.232", vec!["52:54:00:10:00:31"]),
+    ] {
+        let got = sink(ip(from), report(machine("m1", &macs)));
+        assert!(
+            matches!(&got, Err(ReportRefused::Forbidden(why)) if why.contains("no DHCP lease")),
+            "{got:?}"
+        );
+    }
+    assert!(t.known_hosts().await.unwrap().is_empty());
+    // From its leased address, booted from its second NIC: recorded with that NIC first.
+    let mut r = report(machine("m1", &["52:54:00:10:00:30", "52:54:00:10:00:31"]));
+    r.boot_mac = Some(mac("52:54:00:10:00:31"));
+    assert_eq!(sink(ip("10.10.0.231"), r), Ok(ReportOutcome::Recorded));
+    let hosts = t.known_hosts().await.unwrap();
+    assert_eq!(
+        hosts[0].macs,
+        [mac("52:54:00:10:00:31"), mac("52:54:00:10:00:30")]
+    );
+    // The same id with other MACs, and another id claiming m1's MAC: held, not applied.
+    let got = sink(
+        ip("10.10.0.231"),
+        report(machine("m1", &["52:54:00:10:00:31"])),
+    );
+    assert!(
+        matches!(&got, Ok(ReportOutcome::Held(d)) if d.starts_with("MACs [")),
+        "{got:?}"
+    );
+    let got = sink(
+        ip("10.10.0.232"),
+        report(machine("m2", &["52:54:00:10:00:32", "52:54:00:10:00:30"])),
+    );
+    assert_eq!(
+        got,
+        Ok(ReportOutcome::Held(
+            "MAC 52:54:00:10:00:30 belongs to host m1".into()
+        ))
+    );
+    assert_eq!(t.known_hosts().await.unwrap(), hosts, "nothing applied");
+    let held = t.held_reports().await.unwrap();
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert_eq!(held[1].client, "10.10.0.232");
 }
 
 #[test]

@@ -115,6 +115,7 @@ fn inventory(hosts: usize) -> BenchResult<Inventory> {
                     name: "nvme0n1".into(),
                     size_bytes: 960 << 30,
                     rotational: false,
+                    ..Default::default()
                 }],
             })
         })
