@@ -32,6 +32,7 @@ pub const AGENT_ROLE_BINDING: &str = "harmony-agent";
 /// Per-region quota of a project: what its namespace may hold in one region. Absent fields are
 /// not limited.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProjectQuota {
     /// Total CPU requests (a Kubernetes quantity: `"4"`, `"500m"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -115,6 +115,7 @@ impl ApiError {
 
 /// `POST /v1/admin/regions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateRegion {
     /// The region's name (a DNS-1123 label).
     pub region: String,
@@ -265,6 +266,7 @@ pub struct RegionList {
 /// `id` is an idempotency key: the same id with the same op and params joins (or returns) the
 /// first request; the same id with another op or params is refused with 409 `duplicate_id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
     /// The idempotency key (1 to 128 characters); the control plane picks one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -419,6 +421,7 @@ impl RequestEvent {
 
 /// `POST /v1/services`: a service instance to create.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateService {
     /// The service type (`container`, `postgresql`, `vm`, or an external provider's).
     #[serde(rename = "type")]

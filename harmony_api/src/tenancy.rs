@@ -14,6 +14,7 @@ pub const TENANT_TOKEN_PREFIX: &str = "htt_";
 
 /// `POST /v1/admin/tenants`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateTenant {
     /// The tenant's name (a DNS-1123 label).
     pub tenant: String,
@@ -44,6 +45,7 @@ pub type TenantCaps = BTreeMap<String, ProjectQuota>;
 
 /// `POST /v1/admin/tenants/{tenant}/tokens`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateTenantToken {
     /// Lifetime in seconds; the token never expires when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,6 +88,7 @@ pub struct TokenRevoked {
 
 /// `POST /v1/admin/tenants/{tenant}/projects`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreateProject {
     /// The project's name (a DNS-1123 label), unique within its tenant.
     pub project: String,

@@ -7,6 +7,7 @@ use crate::{Capacity, Health};
 /// `POST /v1/admin/regions/{region}/zones`: adds a zone (a cluster with its own agent) to a
 /// region; answered with the zone agent's bootstrap token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AddZone {
     /// The zone's name (a DNS-1123 label), unique within the region.
     pub zone: String,
@@ -17,6 +18,7 @@ pub struct AddZone {
 
 /// The optional body of `POST /v1/admin/regions/{region}/bootstrap-token`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NewBootstrap {
     /// The zone whose agent the token is for; the region's first zone when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -153,7 +153,9 @@ impl From<TenancyError> for Failure {
             TenancyError::UnknownTenant(_)
             | TenancyError::UnknownProject { .. }
             | TenancyError::UnknownToken { .. } => Failure::new(StatusCode::NOT_FOUND, message),
-            TenancyError::Exists(_) => Failure::new(StatusCode::CONFLICT, message),
+            TenancyError::Exists(_) | TenancyError::CapBelowGrants { .. } => {
+                Failure::new(StatusCode::CONFLICT, message)
+            }
             TenancyError::OverCap { .. } => {
                 Failure::new(StatusCode::UNPROCESSABLE_ENTITY, message).code(code::QUOTA_EXCEEDED)
             }

@@ -3,29 +3,33 @@
 //! bound).
 
 pub mod agent;
+pub mod body;
 pub mod caller;
 pub mod error;
+#[cfg(test)]
+mod hostile_tests;
 pub mod instances;
 pub mod listener;
 pub mod regions;
 pub mod requests;
 pub mod status;
 pub mod tenancy;
+#[cfg(test)]
+pub(crate) mod test_world;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use harmony_agent_protocol::{AGENT_PATH, MAX_FRAME_BYTES, SecretString, code};
-use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
 use crate::services::ControlPlane;
 use crate::tokens;
+pub use body::Body;
 pub use caller::Caller;
 pub use error::Failure;
 
@@ -102,7 +106,27 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::from_fn(log_request))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked))
         .with_state(state)
+}
+
+/// A panic anywhere in a handler or middleware: logged once with a random request id, answered
+/// 500 with the same id (the connection is not dropped). Handlers validate before they change
+/// anything, so a panic leaves nothing half-created.
+fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let what = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    let id = crate::services::random_hex(8).unwrap_or_else(|_| "unknown".into());
+    log::error!("request {id}: a handler panicked: {what}");
+    Failure::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("internal error (request id {id}); the control plane logged it: report the id"),
+    )
+    .code(code::INTERNAL)
+    .into_response()
 }
 
 async fn log_request(req: Request, next: Next) -> Response {
@@ -141,7 +165,7 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         return next.run(req).await;
     }
     let caller = match status::credential(path, req.headers()) {
-        Some(token) => match caller_for(&state, &token).await {
+        Some(presented) => match status::caller_of(&state, presented).await {
             Ok(caller) => caller,
             Err(e) => return e.into_response(),
         },
@@ -179,32 +203,4 @@ pub async fn caller_for(state: &AppState, token: &SecretString) -> Result<Option
         .await
         .map(|tenant| tenant.map(|tenant| Caller::Tenant { tenant }))
         .map_err(Failure::from)
-}
-
-/// A JSON request body; a body that does not parse is a 400 naming the field, one over
-/// [`MAX_BODY_BYTES`] a 413 naming the limit.
-pub struct Body<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
-    type Rejection = Failure;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Failure> {
-        let what = format!("{} {}", req.method(), req.uri().path());
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
-            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                let mut f = Failure::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("{what}: the body is over the {MAX_BODY_BYTES}-byte limit; send fewer or smaller manifests per request"),
-                )
-                .code(code::TOO_LARGE);
-                f.1.limit_bytes = Some(MAX_BODY_BYTES as u64);
-                f
-            } else {
-                Failure::new(e.status(), format!("{what}: the body is unreadable: {e}"))
-            }
-        })?;
-        serde_json::from_slice(&bytes)
-            .map(Body)
-            .map_err(|e| Failure::new(StatusCode::BAD_REQUEST, format!("{what}: {e}")))
-    }
 }

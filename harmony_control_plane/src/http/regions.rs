@@ -26,12 +26,25 @@ fn token(m: Minted) -> (StatusCode, Json<BootstrapToken>) {
     )
 }
 
+/// `bootstrap_ttl_s`: 1 ms to [`MAX_TTL_S`](super::body::MAX_TTL_S) (the server's
+/// `--bootstrap-ttl-s` caps it further).
+fn bootstrap_ttl(asked: Option<f64>) -> Result<Option<f64>, String> {
+    super::body::seconds(
+        "bootstrap_ttl_s",
+        asked,
+        0.001,
+        super::body::MAX_TTL_S,
+        "omit it for the server's --bootstrap-ttl-s, or ask for a shorter lifetime",
+    )
+}
+
 /// `POST /v1/admin/regions`: 201 with the bootstrap token (shown once), 409 if it exists.
 pub async fn create(
     State(s): State<AppState>,
     Body(body): Body<CreateRegion>,
 ) -> Result<(StatusCode, Json<BootstrapToken>), Failure> {
-    let minted = regions::create(&s.cp, &body.region, &body.zone, body.bootstrap_ttl_s).await?;
+    let ttl = bootstrap_ttl(body.bootstrap_ttl_s).map_err(super::body::bad_request)?;
+    let minted = regions::create(&s.cp, &body.region, &body.zone, ttl).await?;
     Ok(token(minted))
 }
 
@@ -45,7 +58,7 @@ pub async fn new_bootstrap(
     let asked: NewBootstrap = if body.iter().all(u8::is_ascii_whitespace) {
         NewBootstrap::default()
     } else {
-        serde_json::from_slice(&body).map_err(|e| {
+        super::body::parse(&body).map_err(|e| {
             Failure::new(
                 StatusCode::BAD_REQUEST,
                 format!("POST /v1/admin/regions/{region}/bootstrap-token: {e}; send {{\"zone\": \"<zone>\"}} or no body"),
@@ -63,7 +76,8 @@ pub async fn add_zone(
     Path(region): Path<String>,
     Body(body): Body<AddZone>,
 ) -> Result<(StatusCode, Json<BootstrapToken>), Failure> {
-    let minted = regions::add_zone(&s.cp, &region, &body.zone, body.bootstrap_ttl_s).await?;
+    let ttl = bootstrap_ttl(body.bootstrap_ttl_s).map_err(super::body::bad_request)?;
+    let minted = regions::add_zone(&s.cp, &region, &body.zone, ttl).await?;
     Ok(token(minted))
 }
 

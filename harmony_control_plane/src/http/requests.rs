@@ -66,7 +66,15 @@ pub async fn submit(
     caller: Caller,
     Body(body): Body<SubmitRequest>,
 ) -> Result<Response, Failure> {
-    let wait = requests::wait_for(body.timeout_s, s.cp.settings.max_request_wait);
+    let timeout_s = super::body::seconds(
+        "timeout_s",
+        body.timeout_s,
+        0.001,
+        super::body::MAX_WAIT_S,
+        "omit it for the default wait, or ask for at most a day (the server caps it at its --max-request-wait-s)",
+    )
+    .map_err(super::body::bad_request)?;
+    let wait = requests::wait_for(timeout_s, s.cp.settings.max_request_wait);
     // An unknown region is a 404 before anything about projects is said.
     match crate::services::regions::existing(&s.cp, &region).await {
         Ok(_) => {}

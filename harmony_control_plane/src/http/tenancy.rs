@@ -54,7 +54,15 @@ pub async fn create_token(
     Path(tenant): Path<String>,
     Body(body): Body<CreateTenantToken>,
 ) -> Result<(StatusCode, Json<TenantToken>), Failure> {
-    let (record, token) = tenancy::mint_token(&s.cp, &tenant, body.ttl_s).await?;
+    let ttl_s = super::body::seconds(
+        "ttl_s",
+        body.ttl_s,
+        0.001,
+        super::body::MAX_TTL_S,
+        "omit it for a token that never expires, or give at most ten years",
+    )
+    .map_err(super::body::bad_request)?;
+    let (record, token) = tenancy::mint_token(&s.cp, &tenant, ttl_s).await?;
     Ok((
         StatusCode::CREATED,
         Json(TenantToken {

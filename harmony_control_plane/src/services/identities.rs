@@ -56,7 +56,7 @@ pub fn refusal_message(r: Refusal, bootstrap: bool) -> &'static str {
             "bootstrap token expired; mint one: POST /v1/admin/regions/<region>/bootstrap-token"
         }
         Refusal::Expired => {
-            "identity expired (not renewed in time); mint a bootstrap token: POST /v1/admin/regions/<region>/bootstrap-token"
+            "identity expired; admin: POST /v1/admin/regions/<region>/bootstrap-token {\"zone\"}, zone and queue are kept"
         }
         Refusal::Revoked => {
             "identity revoked: the region is decommissioned; re-create it and bootstrap a new agent"

@@ -9,6 +9,7 @@ pub mod dispatch;
 pub mod health;
 pub mod identities;
 pub mod instances;
+pub mod page_sessions;
 pub mod placement;
 pub mod regions;
 pub mod requests;
@@ -84,8 +85,10 @@ pub(crate) fn random_hex(bytes: usize) -> Result<String, getrandom::Error> {
 }
 
 #[cfg(test)]
+mod recovery_tests;
+#[cfg(test)]
 mod tenancy_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod zone_tests;

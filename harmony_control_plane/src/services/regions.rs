@@ -170,7 +170,8 @@ pub fn zone_names(zones: &[ZoneRecord]) -> String {
 }
 
 /// A new bootstrap token for a zone (the region's first zone when `None`) whose agent never
-/// obtained an identity.
+/// obtained an identity, or whose identity expired (its agent was offline past the identity's
+/// lifetime): the agent exchanges it for a new identity and the zone keeps its queued requests.
 pub async fn new_bootstrap(
     cp: &ControlPlane,
     region: &str,
@@ -195,7 +196,7 @@ pub async fn new_bootstrap(
             zone: z.zone.clone(),
         });
     }
-    if z.has_identity {
+    if z.has_identity && z.live_identity {
         return Err(RegionError::AlreadyBootstrapped(
             region.to_string(),
             z.zone.clone(),
@@ -215,8 +216,8 @@ pub async fn existing(cp: &ControlPlane, region: &str) -> Result<RegionRecord, R
 /// The lifetime of a new bootstrap token: the caller's, if shorter than the server's.
 fn bootstrap_ttl(max: Duration, asked_s: Option<f64>) -> Duration {
     asked_s
-        .filter(|t| t.is_finite() && *t > 0.0)
-        .map(Duration::from_secs_f64)
+        .filter(|t| *t > 0.0)
+        .and_then(|t| Duration::try_from_secs_f64(t).ok())
         .map_or(max, |t| t.min(max))
 }
 
@@ -230,7 +231,7 @@ async fn mint(
     let token = tokens::mint(harmony_agent_protocol::BOOTSTRAP_PREFIX).map_err(internal)?;
     let salt = tokens::random32().map_err(internal)?;
     let ttl = bootstrap_ttl(cp.settings.bootstrap_ttl, ttl_s);
-    let expires_at = now_ms() + ttl.as_millis() as i64;
+    let expires_at = now_ms().saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
     cp.store
         .add_bootstrap(
             region,

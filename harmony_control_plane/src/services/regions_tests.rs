@@ -26,6 +26,7 @@ fn zone(name: &str, decommissioned: bool) -> ZoneRecord {
         created_at: 1,
         decommissioned_at: decommissioned.then_some(5),
         has_identity: true,
+        live_identity: true,
     }
 }
 

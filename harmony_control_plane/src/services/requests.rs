@@ -1,8 +1,9 @@
 //! Durable requests: persisted before they are acknowledged, delivered by whichever replica
 //! holds the region's agent (see [`super::dispatch`]), answered from the store on any replica.
 //!
-//! The id is an idempotency key: the same id with the same region, op and params bytes joins the
-//! first request (or returns its stored result); the same id with anything else is refused.
+//! The id is an idempotency key: the same id with the same region, op and params (as canonical
+//! JSON: keys in any order, any spacing) joins the first request (or returns its stored
+//! result); the same id with anything else is refused.
 //! Waiting uses store events (`RequestDone`, `Progress`) and polls every second as a safety net,
 //! so a lost event delays an answer by at most a second and never loses it.
 
@@ -175,8 +176,8 @@ pub enum Update {
 /// The wait a caller gets: what it asked for (default [`DEFAULT_WAIT`]), capped by the server.
 pub fn wait_for(asked_s: Option<f64>, max: Duration) -> Duration {
     asked_s
-        .filter(|t| t.is_finite() && *t > 0.0)
-        .map(Duration::from_secs_f64)
+        .filter(|t| *t > 0.0)
+        .map(|t| Duration::try_from_secs_f64(t).unwrap_or(max))
         .unwrap_or(DEFAULT_WAIT)
         .min(max)
 }

@@ -8,7 +8,7 @@ use harmony_types::Dns1123Label;
 
 use super::{ControlPlane, random_hex};
 use crate::store::{
-    CapExceeded, ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenantRecord,
+    CapExceeded, CapSet, ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenantRecord,
     TenantTokenRecord, now_ms, tenancy::check_quantities,
 };
 use crate::tokens;
@@ -61,6 +61,18 @@ pub enum TenancyError {
         /// What exceeds what.
         over: Box<CapExceeded>,
     },
+    /// The cap is below what the tenant's projects already hold in the region.
+    #[error(
+        "cap: {grants}; a cap may not be lowered below the quotas already granted in region \"{region}\": lower those projects' quotas first (PUT /v1/admin/tenants/{tenant}/projects/{{project}}/quotas/{region}), then the cap"
+    )]
+    CapBelowGrants {
+        /// The tenant.
+        tenant: String,
+        /// The region.
+        region: String,
+        /// What the projects hold, in words.
+        grants: String,
+    },
     /// The state database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -108,7 +120,8 @@ pub async fn mint_token(
     let now = now_ms();
     let expires_at = match ttl_s {
         None => None,
-        Some(t) if t.is_finite() && t > 0.0 => Some(now + (t * 1000.0) as i64),
+        // `as` saturates: no overflow whatever the number.
+        Some(t) if t.is_finite() && t > 0.0 => Some(now.saturating_add((t * 1000.0) as i64)),
         Some(_) => {
             return Err(TenancyError::Invalid {
                 field: "ttl_s",
@@ -155,6 +168,16 @@ pub async fn revoke_token(cp: &ControlPlane, tenant: &str, id: &str) -> Result<(
 /// The tenant a presented tenant token acts for: `None` when it is not a well-formed, known,
 /// unrevoked, unexpired tenant token.
 pub async fn authenticate(cp: &ControlPlane, token: &str) -> Result<Option<String>, StoreError> {
+    Ok(authenticate_token(cp, token)
+        .await?
+        .map(|(tenant, _)| tenant))
+}
+
+/// Like [`authenticate`], also giving the token's id.
+pub async fn authenticate_token(
+    cp: &ControlPlane,
+    token: &str,
+) -> Result<Option<(String, String)>, StoreError> {
     let Some(rest) = token.strip_prefix(TENANT_TOKEN_PREFIX) else {
         return Ok(None);
     };
@@ -171,7 +194,7 @@ pub async fn authenticate(cp: &ControlPlane, token: &str) -> Result<Option<Strin
     let valid = tokens::same(&tokens::hash(token), &stored.hash)
         && stored.revoked_at.is_none()
         && stored.expires_at.is_none_or(|t| t > now);
-    Ok(valid.then_some(stored.tenant))
+    Ok(valid.then(|| (stored.tenant, id.to_string())))
 }
 
 /// Sets a tenant's cap in a region.
@@ -186,8 +209,22 @@ pub async fn set_cap(
         field: "cap",
         reason,
     })?;
-    if !cp.store.set_tenant_cap(tenant, region, cap).await? {
-        return Err(TenancyError::UnknownTenant(tenant.to_string()));
+    match cp.store.set_tenant_cap(tenant, region, cap).await? {
+        CapSet::Set => {}
+        CapSet::NoTenant => return Err(TenancyError::UnknownTenant(tenant.to_string())),
+        CapSet::BelowGrants(grants) => {
+            return Err(TenancyError::CapBelowGrants {
+                tenant: tenant.to_string(),
+                region: region.to_string(),
+                grants,
+            });
+        }
+        CapSet::Invalid(reason) => {
+            return Err(TenancyError::Invalid {
+                field: "cap",
+                reason,
+            });
+        }
     }
     log::info!("tenant {tenant}: cap in region {region} set");
     self::tenant(cp, tenant).await

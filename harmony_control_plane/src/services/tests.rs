@@ -18,7 +18,7 @@ use super::{ControlPlane, HealthPolicy, Settings, regions, sessions, start};
 use crate::hub::Command;
 use crate::store::{Event, Refusal, sqlite::SqliteStore};
 
-fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     Settings {
         replica_id: "test".into(),
         policy: HealthPolicy {
@@ -36,8 +36,16 @@ fn settings() -> Settings {
 }
 
 pub(super) async fn control_plane(dir: &std::path::Path) -> Arc<ControlPlane> {
+    control_plane_with(dir, settings()).await
+}
+
+/// [`control_plane`] with other settings.
+pub(super) async fn control_plane_with(
+    dir: &std::path::Path,
+    settings: Settings,
+) -> Arc<ControlPlane> {
     let store = Arc::new(SqliteStore::open(&dir.join("cp.sqlite")).unwrap());
-    let cp = ControlPlane::new(store, settings());
+    let cp = ControlPlane::new(store, settings);
     start(cp.clone()).await.unwrap();
     cp
 }
@@ -101,14 +109,14 @@ pub(super) async fn agent(
     closed_rx
 }
 
-fn inventory(req: &Req) -> Res {
+pub(super) fn inventory(req: &Req) -> Res {
     Res::ok_raw(
         &req.id,
         RawJson::from_string(r#"{"nodes": 1e0}"#.into()).unwrap(),
     )
 }
 
-fn sub(id: &str, params: &str) -> Submission {
+pub(super) fn sub(id: &str, params: &str) -> Submission {
     Submission {
         id: Some(id.into()),
         op: "get_inventory".into(),
@@ -156,8 +164,12 @@ async fn a_request_is_stored_before_delivery_answered_once_and_joined_by_its_id(
     let status = requests::status(&cp, "r1", None).await.unwrap();
     assert_eq!(status.deliveries, 1);
     assert_eq!(status.state, harmony_api::RequestState::Done);
-    // The same id with other params (even the same value spelled differently): refused.
-    match requests::call(&cp, "eu", sub("r1", "{ }"), Duration::from_secs(1)).await {
+    // The same params spelled differently join it; other params are refused.
+    let joined = requests::call(&cp, "eu", sub("r1", "{ }"), Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert_eq!(joined, res);
+    match requests::call(&cp, "eu", sub("r1", r#"{"x":1}"#), Duration::from_secs(1)).await {
         Err(RequestError::DuplicateId { op, .. }) => assert_eq!(op, "get_inventory"),
         other => panic!("{other:?}"),
     }
@@ -474,4 +486,27 @@ async fn a_restart_on_sqlite_marks_every_session_of_a_previous_run_disconnected(
             .all(|s| !s.connected && s.disconnected_at.is_some()),
         "{sessions:?}"
     );
+}
+
+#[tokio::test]
+async fn a_retry_with_the_same_params_in_another_key_order_joins_the_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(dir.path()).await;
+    region(&cp, "eu").await;
+    let first = requests::submit(&cp, "eu", sub("same", r#"{"a":1,"b":{"c":[1,2],"d":"x"}}"#))
+        .await
+        .unwrap();
+    assert!(first.created);
+    let again = requests::submit(
+        &cp,
+        "eu",
+        sub("same", r#"{ "b": {"d":"x", "c":[1,2]}, "a":1 }"#),
+    )
+    .await
+    .unwrap();
+    assert!(!again.created, "re-serialized params are the same request");
+    assert!(matches!(
+        requests::submit(&cp, "eu", sub("same", r#"{"a":2,"b":{"c":[1,2],"d":"x"}}"#)).await,
+        Err(RequestError::DuplicateId { .. })
+    ));
 }

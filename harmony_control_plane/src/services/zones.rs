@@ -83,6 +83,8 @@ impl Snapshot {
                 created_at: r.created_at,
                 decommissioned_at: r.decommissioned_at,
                 has_identity: r.has_identity,
+                // A store without zone rows predates expiring identities' recovery: as issued.
+                live_identity: r.has_identity,
             }];
         }
         zones

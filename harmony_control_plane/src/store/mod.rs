@@ -22,8 +22,8 @@ mod types;
 pub(crate) use decide::{BootstrapFacts, IdentityFacts, classify, merge_heartbeats};
 
 pub use tenancy::{
-    CapExceeded, ProjectCreated, ProjectRecord, QuotaSet, TenancyStore, TenantRecord,
-    TenantTokenRecord,
+    CapExceeded, CapSet, PageSession, ProjectCreated, ProjectRecord, QuotaSet, TenancyStore,
+    TenantRecord, TenantTokenRecord,
 };
 pub use types::*;
 

@@ -91,6 +91,113 @@ pub enum QuotaSet {
     Invalid(String),
 }
 
+/// What [`TenancyStore::set_tenant_cap`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CapSet {
+    /// Stored.
+    Set,
+    /// No such tenant.
+    NoTenant,
+    /// Refused: the tenant's projects already hold more than the cap in that region (or hold
+    /// an unlimited quota of what it limits); the grants, in words.
+    BelowGrants(String),
+    /// A quantity in a stored quota does not parse.
+    Invalid(String),
+}
+
+/// Whether `cap` holds every quota already granted to the tenant's projects in the region
+/// (`grants`, by project): `Ok(None)` when it does, else the first resource it does not hold,
+/// naming each project's grant. A cap may not be lowered below what is granted: lower the
+/// projects' quotas first.
+pub fn cap_below_grants(
+    cap: &ProjectQuota,
+    grants: &[(String, ProjectQuota)],
+) -> Result<Option<String>, String> {
+    let quantities: [(&str, Getter); 3] = [
+        ("cpu", |q| q.cpu.clone()),
+        ("memory", |q| q.memory.clone()),
+        ("storage", |q| q.storage.clone()),
+    ];
+    let listed = |get: &dyn Fn(&ProjectQuota) -> Option<String>| {
+        grants
+            .iter()
+            .map(|(p, q)| format!("{p} {}", get(q).unwrap_or_else(|| "unlimited".into())))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (resource, get) in quantities {
+        let Some(limit) = get(cap) else { continue };
+        let limit_m = quantity::parse(&limit).map_err(|e| format!("cap {resource}: {e}"))?;
+        let unlimited = grants.iter().any(|(_, q)| get(q).is_none());
+        let granted =
+            sum(grants.iter().map(|(_, q)| get(q))).map_err(|e| format!("{resource}: {e}"))?;
+        if unlimited || granted > limit_m {
+            return Ok(Some(format!(
+                "{resource}: the cap {limit} is below what the projects hold ({}{})",
+                listed(&get),
+                if unlimited {
+                    String::new()
+                } else {
+                    format!("; {} in all", show(granted))
+                }
+            )));
+        }
+    }
+    for (kind, limit) in &cap.objects {
+        let unlimited = grants.iter().any(|(_, q)| !q.objects.contains_key(kind));
+        let granted = grants
+            .iter()
+            .filter_map(|(_, q)| q.objects.get(kind))
+            .fold(0u64, |a, b| a.saturating_add(*b));
+        if unlimited || granted > *limit {
+            let each: Vec<String> = grants
+                .iter()
+                .map(|(p, q)| {
+                    format!(
+                        "{p} {}",
+                        q.objects
+                            .get(kind)
+                            .map_or("unlimited".to_string(), u64::to_string)
+                    )
+                })
+                .collect();
+            return Ok(Some(format!(
+                "objects.{kind}: the cap {limit} is below what the projects hold ({})",
+                each.join(", ")
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// The adapters' shared decision once they read the grants.
+pub(crate) fn decide_cap(cap: &ProjectQuota, grants: &[(String, ProjectQuota)]) -> CapSet {
+    match cap_below_grants(cap, grants) {
+        Ok(None) => CapSet::Set,
+        Ok(Some(why)) => CapSet::BelowGrants(why),
+        Err(e) => CapSet::Invalid(e),
+    }
+}
+
+/// A status-page session: the cookie carries a random id, the store its SHA-256 only, with who
+/// signed in and with what, so that logout, token revocation and expiry end it on every
+/// replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageSession {
+    /// SHA-256 of the session id.
+    pub hash: [u8; 32],
+    /// The tenant, or `None` for the admin.
+    pub tenant: Option<String>,
+    /// The tenant token's id it was opened with (its revocation ends the session).
+    pub token_id: Option<String>,
+    /// SHA-256 of the token it was opened with (the admin token changing ends admin sessions).
+    pub credential: [u8; 32],
+    /// Opened (ms since epoch).
+    pub created_at: i64,
+    /// Ends (ms since epoch).
+    pub expires_at: i64,
+}
+
 /// Tenancy state; every method is one atomic step.
 #[async_trait]
 pub trait TenancyStore: Send + Sync {
@@ -100,13 +207,14 @@ pub trait TenancyStore: Send + Sync {
     async fn tenant(&self, name: &str) -> Result<Option<TenantRecord>, StoreError>;
     /// Every tenant, by name, with its caps.
     async fn tenants(&self) -> Result<Vec<TenantRecord>, StoreError>;
-    /// Sets (replaces) the cap of `tenant` in `region`; `Ok(false)` when there is no tenant.
+    /// Sets (replaces) the cap of `tenant` in `region`, unless the tenant's projects' quotas in
+    /// that region already exceed it (checked in the same transaction as quotas are set).
     async fn set_tenant_cap(
         &self,
         tenant: &str,
         region: &str,
         cap: &ProjectQuota,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<CapSet, StoreError>;
     /// Stores a tenant token (its hash); `Ok(false)` when there is no tenant or the id is taken.
     async fn add_tenant_token(&self, t: &TenantTokenRecord) -> Result<bool, StoreError>;
     /// The token with id `id`, revoked or expired ones included (the caller decides).
@@ -129,6 +237,13 @@ pub trait TenancyStore: Send + Sync {
     ) -> Result<Option<ProjectRecord>, StoreError>;
     /// The projects of `tenant` (every tenant's when `None`), by tenant then name.
     async fn projects(&self, tenant: Option<&str>) -> Result<Vec<ProjectRecord>, StoreError>;
+    /// Stores a status-page session.
+    async fn open_page_session(&self, s: &PageSession) -> Result<(), StoreError>;
+    /// The session whose id hashes to `hash`, expired ones included (the caller decides).
+    async fn page_session(&self, hash: &[u8; 32]) -> Result<Option<PageSession>, StoreError>;
+    /// Ends the session (logout); `Ok(false)` when there was none. Expired sessions older than
+    /// `before` are removed too.
+    async fn end_page_session(&self, hash: &[u8; 32], before: i64) -> Result<bool, StoreError>;
     /// Sets the quota of a project in `region`, unless the tenant's projects' quotas in that
     /// region would then exceed its cap there ([`check_cap`], decided in the same transaction
     /// as the write, so concurrent replicas cannot both squeeze under the cap).
@@ -172,10 +287,14 @@ pub(crate) fn quota_of(json: &str) -> Result<ProjectQuota, String> {
     serde_json::from_str(json).map_err(|e| format!("a stored quota is not valid JSON: {e}"))
 }
 
+/// The sum of quantities, checked: a total past what a quantity can hold is an error, never a
+/// wrapped or panicking sum (in every build profile).
 fn sum(values: impl Iterator<Item = Option<String>>) -> Result<quantity::Milli, String> {
-    let mut total = 0;
+    let mut total: quantity::Milli = 0;
     for v in values.flatten() {
-        total += quantity::parse(&v)?;
+        total = total
+            .checked_add(quantity::parse(&v)?)
+            .ok_or_else(|| "the quotas add up past the largest quantity".to_string())?;
     }
     Ok(total)
 }
@@ -219,14 +338,17 @@ pub fn check_cap(
             None => return Ok(Some(over("unlimited".into()))),
             Some(a) => {
                 let a_m = quantity::parse(&a).map_err(|e| format!("{resource}: {e}"))?;
-                if taken + a_m > limit_m {
+                if taken.checked_add(a_m).is_none_or(|t| t > limit_m) {
                     return Ok(Some(over(a)));
                 }
             }
         }
     }
     for (kind, limit) in &cap.objects {
-        let taken: u64 = others.iter().filter_map(|q| q.objects.get(kind)).sum();
+        let taken: u64 = others
+            .iter()
+            .filter_map(|q| q.objects.get(kind))
+            .fold(0u64, |a, b| a.saturating_add(*b));
         let over = |asked: String| CapExceeded {
             resource: format!("objects.{kind}"),
             cap: limit.to_string(),

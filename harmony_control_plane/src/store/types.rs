@@ -104,6 +104,10 @@ pub struct ZoneRecord {
     pub decommissioned_at: Option<i64>,
     /// Whether an identity was issued to this zone's agent and is not revoked.
     pub has_identity: bool,
+    /// Whether one of those identities is still valid (not expired, nor past its overlap after
+    /// a rotation). An agent whose identity expired while it was offline is brought back with
+    /// a new bootstrap token; the zone and its queued requests are kept.
+    pub live_identity: bool,
 }
 
 /// Why a credential was refused.
@@ -208,13 +212,38 @@ pub struct Heartbeat {
     pub status_json: Option<String>,
 }
 
-/// The idempotency hash of a request body: SHA-256 of `op`, a newline, and the raw params bytes.
+/// The idempotency hash of a request body: SHA-256 of `op`, a newline, and the params as
+/// canonical JSON (object keys sorted, no spacing).
 pub fn request_body_hash(op: &str, params: &str) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(op.as_bytes());
     h.update(b"\n");
-    h.update(params.as_bytes());
+    // The same params in another key order or spacing are the same request (a retry that
+    // re-serialized them joins it); params that are not JSON are hashed as sent.
+    match serde_json::from_str::<serde_json::Value>(params) {
+        Ok(v) => h.update(canonical(v).to_string().as_bytes()),
+        Err(_) => h.update(params.as_bytes()),
+    }
     h.finalize().into()
+}
+
+/// `v` with every object's keys in sorted order, whatever order the JSON map keeps.
+fn canonical(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, canonical(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(canonical).collect()),
+        other => other,
+    }
 }
 
 /// A request to persist.

@@ -4,11 +4,14 @@
 // Input (environment): STATUS_URL (https://127.0.0.1:<port>), STATUS_TOKEN (the API token typed
 // into the login form; never printed), STATUS_OUT (folder for the screenshot and the browser
 // profile), STATUS_NAME (screenshot name), STATUS_FILTER (optional: a health whose filter link
-// is clicked), CHROMIUM (optional, default /usr/bin/chromium).
+// is clicked), STATUS_REVOKE_URL and STATUS_ADMIN_TOKEN (optional: after reading the page, the
+// token is revoked through that admin API URL and the open page reloaded, instead of signing
+// out), CHROMIUM (optional, default /usr/bin/chromium).
 //
 // Output: one line `STATUS_PAGE_RESULT <json>` on stdout with the table as the page shows it,
 // the filter links, the page's HTML, the session cookie's attributes (not its value), whether
-// signing out worked, and the screenshot's path.
+// signing out worked, where a replay of the signed-out cookie lands, where the page goes after
+// its token was revoked, and the screenshot's path.
 
 import { chromium } from "playwright-core";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -32,6 +35,9 @@ const executablePath = process.env.CHROMIUM || "/usr/bin/chromium";
 
 // Generous waits: a busy test machine may be slow, and no step here measures speed.
 const WAIT_MS = 180_000;
+// Each step's time on stderr, so a slow run shows where it waited.
+const started = Date.now();
+const step = (what) => console.error(`shot.mjs: ${what} (${Date.now() - started} ms)`);
 
 // A fresh profile for every run, removed at the end.
 const profile = mkdtempSync(join(out, "profile-"));
@@ -58,6 +64,7 @@ try {
   page.setDefaultTimeout(WAIT_MS);
   page.setDefaultNavigationTimeout(WAIT_MS);
 
+  step("start");
   // Without a cookie the page sends us to its login form.
   await page.goto(`${base}/status`);
   const loginUrl = new URL(page.url()).pathname;
@@ -71,6 +78,7 @@ try {
     ]);
   }
 
+  step("signed in");
   const table = await page.evaluate(() => {
     const text = (el) => (el ? el.textContent.trim() : null);
     const headers = [...document.querySelectorAll("#zones thead th")].map((th) => ({
@@ -114,12 +122,38 @@ try {
     ? { path: cookie.path, httpOnly: cookie.httpOnly, secure: cookie.secure, sameSite: cookie.sameSite }
     : null;
 
-  // Signing out clears the cookie: the page sends us to the login form again.
-  await Promise.all([page.waitForURL(`${base}/status/login`), page.click("#logout")]);
-  await page.goto(`${base}/status`);
-  const afterLogout = new URL(page.url()).pathname;
-  const cookieAfterLogout = (await context.cookies(`${base}/status`)).some((c) => c.name === "harmony_status");
+  step("read the page");
+  const revokeUrl = process.env.STATUS_REVOKE_URL || "";
+  let afterLogout = null;
+  let cookieAfterLogout = null;
+  let replayAfterLogout = null;
+  let afterRevoke = null;
+  if (revokeUrl) {
+    // The token is revoked while the page is open (by the admin, from outside the browser):
+    // the page's next request is refused and lands on the login form.
+    const revoked = await fetch(revokeUrl, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${need("STATUS_ADMIN_TOKEN")}` },
+      signal: AbortSignal.timeout(WAIT_MS),
+    });
+    if (!revoked.ok) throw new Error(`revoking the token answered ${revoked.status}`);
+    step("revoked the token");
+    await page.reload();
+    afterRevoke = new URL(page.url()).pathname;
+  } else {
+    // Signing out clears the cookie: the page sends us to the login form again.
+    await Promise.all([page.waitForURL(`${base}/status/login`), page.click("#logout")]);
+    await page.goto(`${base}/status`);
+    afterLogout = new URL(page.url()).pathname;
+    cookieAfterLogout = (await context.cookies(`${base}/status`)).some((c) => c.name === "harmony_status");
+    step("signed out");
+    // The signed-out cookie, put back as a thief would replay it: the session is over.
+    await context.addCookies([cookie]);
+    await page.goto(`${base}/status`);
+    replayAfterLogout = new URL(page.url()).pathname;
+  }
 
+  step("done");
   console.log(
     "STATUS_PAGE_RESULT " +
       JSON.stringify({
@@ -130,6 +164,8 @@ try {
         cookie: cookieAttrs,
         after_logout: afterLogout,
         cookie_after_logout: cookieAfterLogout,
+        replay_after_logout: replayAfterLogout,
+        after_revoke: afterRevoke,
         screenshot,
       }),
   );

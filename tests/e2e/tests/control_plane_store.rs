@@ -111,6 +111,8 @@ contract!(
     published_events_reach_subscribers,
     tenants_and_their_tokens_are_stored_hashed_and_revoked,
     projects_are_unique_and_their_quotas_stay_under_the_tenant_cap,
+    a_cap_is_never_lowered_below_the_quotas_granted,
+    page_sessions_are_kept_hashed_and_ended,
     requests_and_instances_keep_their_tenant_and_project,
     zones_are_added_listed_and_decommissioned_one_by_one,
     sessions_and_requests_are_kept_per_zone,

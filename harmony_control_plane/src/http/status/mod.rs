@@ -9,10 +9,13 @@
 //! POST /status/logout                                  -> 303 /status/login, cookie cleared
 //! ```
 //!
-//! `/status` takes `Authorization: Bearer <token>` like the API, or the cookie the login form
-//! sets (HttpOnly, Secure, SameSite=Strict, Path=/status). The cookie counts on `/status*`
-//! only; a page request without a valid credential is sent to the login form. The token is
-//! never rendered or logged.
+//! `/status` takes `Authorization: Bearer <token>` like the API, or the session cookie the login
+//! form sets (HttpOnly, Secure, SameSite=Strict, Path=/status): a random session id, never the
+//! token. The session lives in the store (`services::page_sessions`), so logout, token
+//! revocation, the admin token changing and expiry end it on every replica. The cookie counts on
+//! `/status*` only; a page request without a valid credential is sent to the login form. Login
+//! and logout refuse cross-site requests (`Sec-Fetch-Site: cross-site`, or an `Origin` or
+//! `Referer` of another host). The token is never rendered or logged.
 
 pub mod view;
 
@@ -27,14 +30,12 @@ use axum::http::StatusCode;
 use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use harmony_agent_protocol::SecretString;
 use serde::Deserialize;
 
 use super::caller::Caller;
-use super::{AppState, bearer, caller_for};
-use crate::services::regions;
+use super::{AppState, Failure, bearer, caller_for};
+use crate::services::{page_sessions, regions};
 use crate::store::now_ms;
 use view::{LoginPage, MessagePage};
 
@@ -46,8 +47,8 @@ pub const LOGIN_PATH: &str = "/status/login";
 pub const LOGOUT_PATH: &str = "/status/logout";
 /// The session cookie's name.
 pub const COOKIE: &str = "harmony_status";
-/// How long the session cookie lives, in seconds.
-pub const COOKIE_MAX_AGE_S: u32 = 8 * 3600;
+/// How long the session cookie lives, in seconds (the session itself ends then too).
+pub const COOKIE_MAX_AGE_S: u64 = page_sessions::SESSION_TTL.as_secs();
 
 /// The page's routes.
 pub fn routes() -> Router<AppState> {
@@ -67,13 +68,41 @@ pub fn is_open(path: &str) -> bool {
     path == LOGIN_PATH || path == LOGOUT_PATH
 }
 
-/// The token a request presents: its bearer token, else on the page's paths the session
-/// cookie's.
-pub fn credential(path: &str, headers: &HeaderMap) -> Option<SecretString> {
-    bearer(headers).or_else(|| is_page(path).then(|| cookie_token(headers)).flatten())
+/// What a request presents: its bearer token, else on the page's paths the session cookie.
+pub enum Presented {
+    /// An API token (`Authorization: Bearer`).
+    Token(SecretString),
+    /// A status-page session id (the cookie).
+    Session(String),
 }
 
-fn cookie_token(headers: &HeaderMap) -> Option<SecretString> {
+/// The credential a request presents, if any.
+pub fn credential(path: &str, headers: &HeaderMap) -> Option<Presented> {
+    bearer(headers).map(Presented::Token).or_else(|| {
+        is_page(path)
+            .then(|| cookie_session(headers))
+            .flatten()
+            .map(Presented::Session)
+    })
+}
+
+/// Who `presented` proves the caller is, if anyone.
+pub async fn caller_of(state: &AppState, presented: Presented) -> Result<Option<Caller>, Failure> {
+    match presented {
+        Presented::Token(token) => caller_for(state, &token).await,
+        Presented::Session(id) => page_sessions::viewer(&state.cp, &id, &state.admin_hash)
+            .await
+            .map(|viewer| {
+                viewer.map(|v| match v {
+                    None => Caller::Admin,
+                    Some(tenant) => Caller::Tenant { tenant },
+                })
+            })
+            .map_err(Failure::from),
+    }
+}
+
+fn cookie_session(headers: &HeaderMap) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -81,10 +110,46 @@ fn cookie_token(headers: &HeaderMap) -> Option<SecretString> {
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
-        .and_then(|(_, value)| URL_SAFE_NO_PAD.decode(value.trim()).ok())
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .filter(|t| !t.is_empty())
-        .map(SecretString::new)
+        .map(|(_, value)| value.trim().to_string())
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= 128
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+        })
+}
+
+/// Whether a login or logout comes from the page itself. A browser's Fetch Metadata decides
+/// when sent (`Sec-Fetch-Site`: only `same-origin`, or `none` for a typed address); without it,
+/// the `Origin` (else `Referer`) must name the host the request was sent to, and `Origin: null`
+/// (an opaque or hidden origin) is refused. The page's own `Referrer-Policy: no-referrer` makes
+/// Chromium send `Origin: null` on its own forms, which is why Fetch Metadata comes first. A
+/// client that sends none of these (curl) is let through: login CSRF needs a browser.
+fn same_site(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = text("sec-fetch-site") {
+        return site == "same-origin" || site == "none";
+    }
+    // HTTP/1.1 names the host in `Host`; HTTP/2 in the `:authority` the URI carries.
+    let host = text("host").or_else(|| uri.authority().map(|a| a.as_str()));
+    let authority = |url: &str| {
+        url.split_once("://")
+            .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or("").to_string())
+    };
+    match (text("origin"), text("referer")) {
+        (Some("null"), _) => false,
+        (Some(origin), _) => authority(origin).is_some_and(|a| Some(a.as_str()) == host),
+        (None, Some(referer)) => authority(referer).is_some_and(|a| Some(a.as_str()) == host),
+        (None, None) => true,
+    }
+}
+
+fn cross_site() -> Response {
+    message_page(
+        StatusCode::FORBIDDEN,
+        "Cross-site request refused",
+        "sign in and out from the status page itself (/status/login); a form on another site may not sign you in or out".into(),
+    )
 }
 
 /// What a page request without a valid credential gets: 303 to the login form, clearing a
@@ -130,11 +195,32 @@ struct LoginForm {
     token: String,
 }
 
-/// `POST /status/login`: checks the token and keeps it in the session cookie.
+/// `POST /status/login`: checks the token and opens a session; the cookie carries the
+/// session's id, never the token.
 async fn login(
     State(s): State<AppState>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Response {
+    if !same_site(&headers, &uri) {
+        let h = |n: &str| {
+            headers
+                .get(n)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("-")
+                .escape_debug()
+                .to_string()
+        };
+        log::warn!(
+            "status page: a cross-site sign-in was refused (Host {}, Origin {}, Referer {}, Sec-Fetch-Site {})",
+            h("host"),
+            h("origin"),
+            h("referer"),
+            h("sec-fetch-site")
+        );
+        return cross_site();
+    }
     let refused = |status, error: &str| {
         render(
             status,
@@ -160,26 +246,34 @@ async fn login(
         );
     }
     let token = SecretString::new(token);
-    let known = match caller_for(&s, &token).await {
-        Ok(caller) => caller.is_some(),
-        Err(e) => return e.into_response(),
+    let opened = match page_sessions::open(&s.cp, &token, &s.admin_hash).await {
+        Ok(opened) => opened,
+        Err(e) => return Failure::from(e).into_response(),
     };
-    if !known {
+    let Some((session, _)) = opened else {
         log::info!("status page: a sign-in with an unknown or expired token was refused");
         return refused(
             StatusCode::UNAUTHORIZED,
             "token: not a valid admin or tenant token (it may have expired or been revoked); ask an admin for one",
         );
-    }
+    };
     let value = format!(
         "{COOKIE}={}; Path={PAGE_PATH}; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; Secure; SameSite=Strict",
-        URL_SAFE_NO_PAD.encode(token.expose())
+        session.expose()
     );
     redirect(PAGE_PATH, HeaderValue::from_str(&value).ok())
 }
 
-/// `POST /status/logout`.
-async fn logout() -> Response {
+/// `POST /status/logout`: ends the session on every replica and clears the cookie.
+async fn logout(State(s): State<AppState>, headers: HeaderMap, uri: axum::http::Uri) -> Response {
+    if !same_site(&headers, &uri) {
+        return cross_site();
+    }
+    if let Some(id) = cookie_session(&headers)
+        && let Err(e) = page_sessions::end(&s.cp, &id).await
+    {
+        return Failure::from(e).into_response();
+    }
     redirect(LOGIN_PATH, Some(clear_cookie()))
 }
 

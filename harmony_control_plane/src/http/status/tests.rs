@@ -5,17 +5,11 @@ use askama::Template;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use harmony_api::{Health, RegionView, ZoneView};
-use http_body_util::BodyExt;
 use std::sync::Arc;
-use std::time::Duration;
-use tower::ServiceExt;
 
 use super::view::{self, Stamp};
 use crate::http::caller::Caller;
-use crate::http::{AppState, router};
-use crate::services::{ControlPlane, HealthPolicy, Settings, regions};
-use crate::store::sqlite::SqliteStore;
-use crate::tokens;
+use crate::services::{ControlPlane, regions, tenancy};
 
 const NOW: i64 = 1_700_000_000_000;
 
@@ -215,46 +209,7 @@ fn stamps_are_utc_with_an_age() {
 
 // --- the routes, through the real router -------------------------------------------------
 
-const ADMIN: &str = "admin-token-for-the-status-page-tests";
-
-async fn app(dir: &std::path::Path) -> (axum::Router, Arc<ControlPlane>) {
-    let store = Arc::new(SqliteStore::open(&dir.join("cp.sqlite")).unwrap());
-    let settings = Settings {
-        replica_id: "test".into(),
-        policy: HealthPolicy {
-            heartbeat: Duration::from_millis(100),
-            unhealthy_after: Duration::from_secs(30),
-            unavailable_after: Duration::from_secs(60),
-        },
-        bootstrap_ttl: Duration::from_secs(60),
-        identity_ttl: Duration::from_secs(3600),
-        identity_overlap: Duration::from_secs(60),
-        max_request_wait: Duration::from_secs(10),
-        request_retention: Duration::from_secs(3600),
-        max_frame_bytes: harmony_agent_protocol::MAX_FRAME_BYTES,
-    };
-    let cp = ControlPlane::new(store, settings);
-    let app = router(AppState {
-        cp: cp.clone(),
-        admin_hash: tokens::hash(ADMIN),
-        ws_buffer_bytes: 1024,
-    });
-    (app, cp)
-}
-
-async fn send(
-    app: &axum::Router,
-    req: Request<Body>,
-) -> (StatusCode, axum::http::HeaderMap, String) {
-    let r = app.clone().oneshot(req).await.unwrap();
-    let (parts, body) = r.into_parts();
-    let bytes = body.collect().await.unwrap().to_bytes();
-    (
-        parts.status,
-        parts.headers,
-        String::from_utf8_lossy(&bytes).into(),
-    )
-}
+use crate::http::test_world::{ADMIN, app, send};
 
 fn get(path: &str) -> axum::http::request::Builder {
     Request::builder().method("GET").uri(path)
@@ -325,7 +280,7 @@ async fn the_page_takes_a_bearer_token_or_the_login_cookie_and_never_shows_the_t
     }
     assert!(
         !set.contains(ADMIN),
-        "the cookie carries the token encoded, not as typed"
+        "the cookie carries a session id, never the token"
     );
     let cookie = set.split(';').next().unwrap().to_string();
     let with_cookie = |path: &str| {
@@ -364,4 +319,170 @@ async fn the_page_takes_a_bearer_token_or_the_login_cookie_and_never_shows_the_t
             .unwrap()
             .contains("Max-Age=0")
     );
+}
+
+/// A form POST to `path` with `cookie` and extra headers.
+fn post_form(
+    path: &str,
+    body: &str,
+    cookie: Option<&str>,
+    extra: &[(&str, &str)],
+) -> Request<Body> {
+    let mut b = Request::builder()
+        .method("POST")
+        .uri(path)
+        .header(header::HOST, "cp.example:8443")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if let Some(c) = cookie {
+        b = b.header(header::COOKIE, c);
+    }
+    for (k, v) in extra {
+        b = b.header(*k, *v);
+    }
+    b.body(Body::from(body.to_string())).unwrap()
+}
+
+fn cookie_of(headers: &axum::http::HeaderMap) -> String {
+    let set = headers[header::SET_COOKIE].to_str().unwrap();
+    set.split(';').next().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_session_ends_at_logout_and_at_revocation_on_every_replica_and_refuses_cross_site_forms()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let (app, cp) = app(dir.path()).await;
+    // A second replica over the same store.
+    let (other, _) = app_again(dir.path()).await;
+    let page = |app: &axum::Router, cookie: &str| {
+        let (app, cookie) = (app.clone(), cookie.to_string());
+        async move {
+            send(
+                &app,
+                get("/status")
+                    .header(header::COOKIE, cookie)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .0
+        }
+    };
+    // The admin signs in; the cookie is a random session id, not the token in any encoding.
+    let same = [("origin", "https://cp.example:8443")];
+    let (status, headers, _) = send(
+        &app,
+        post_form("/status/login", &format!("token={ADMIN}"), None, &same),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let cookie = cookie_of(&headers);
+    let value = cookie.split_once('=').unwrap().1;
+    assert!(
+        value.starts_with("hps_") && !value.contains(ADMIN),
+        "{cookie}"
+    );
+    use base64::Engine;
+    assert_ne!(
+        value,
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(ADMIN)
+    );
+    assert_eq!(page(&app, &cookie).await, StatusCode::OK);
+    assert_eq!(
+        page(&other, &cookie).await,
+        StatusCode::OK,
+        "every replica sees the session"
+    );
+    // Logout on one replica; the replayed cookie is refused on both.
+    let (status, _, _) = send(
+        &other,
+        post_form("/status/logout", "", Some(&cookie), &same),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        page(&app, &cookie).await,
+        StatusCode::SEE_OTHER,
+        "replay after logout"
+    );
+    assert_eq!(page(&other, &cookie).await, StatusCode::SEE_OTHER);
+
+    // A tenant signs in; revoking its token ends its session at the next request.
+    tenancy::create_tenant(&cp, "acme").await.unwrap();
+    let (record, token) = tenancy::mint_token(&cp, "acme", None).await.unwrap();
+    let (status, headers, _) = send(
+        &app,
+        post_form(
+            "/status/login",
+            &format!("token={}", token.expose()),
+            None,
+            &same,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let tenant_cookie = cookie_of(&headers);
+    assert_eq!(page(&app, &tenant_cookie).await, StatusCode::OK);
+    assert!(tenancy::revoke_token(&cp, "acme", &record.id).await.is_ok());
+    assert_eq!(
+        page(&other, &tenant_cookie).await,
+        StatusCode::SEE_OTHER,
+        "revoked token"
+    );
+
+    // Cross-site forms: refused, no cookie set, nothing ended.
+    let (status, headers, _) = send(
+        &app,
+        post_form("/status/login", &format!("token={ADMIN}"), None, &same),
+    )
+    .await;
+    let fresh = cookie_of(&headers);
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    for extra in [
+        vec![("origin", "https://evil.example")],
+        vec![("origin", "null")],
+        vec![("referer", "https://evil.example/form")],
+        vec![("sec-fetch-site", "cross-site")],
+        vec![
+            ("sec-fetch-site", "same-site"),
+            ("origin", "https://cp.example:8443"),
+        ],
+    ] {
+        let (status, headers, html) = send(
+            &app,
+            post_form("/status/login", &format!("token={ADMIN}"), None, &extra),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{extra:?}: {html}");
+        assert!(headers.get(header::SET_COOKIE).is_none(), "{extra:?}");
+        let (status, _, _) =
+            send(&app, post_form("/status/logout", "", Some(&fresh), &extra)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{extra:?}");
+    }
+    assert_eq!(
+        page(&app, &fresh).await,
+        StatusCode::OK,
+        "a cross-site logout ended nothing"
+    );
+    // The page's own form as Chromium posts it: Origin null (its Referrer-Policy hides the
+    // origin) but Fetch Metadata says same-origin.
+    let chromium = [("origin", "null"), ("sec-fetch-site", "same-origin")];
+    let (status, _, _) = send(
+        &app,
+        post_form("/status/login", &format!("token={ADMIN}"), None, &chromium),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    // A client that sends neither Origin nor Referer (curl) signs in.
+    let (status, _, _) = send(
+        &app,
+        post_form("/status/login", &format!("token={ADMIN}"), None, &[]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+}
+
+/// A second router (replica) over the store of [`app`] in `dir`.
+async fn app_again(dir: &std::path::Path) -> (axum::Router, Arc<ControlPlane>) {
+    crate::http::test_world::app(dir).await
 }

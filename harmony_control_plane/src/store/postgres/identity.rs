@@ -17,7 +17,11 @@ const REGION_SELECT: &str = "SELECT r.name, r.zone, r.created_at, r.decommission
 const ZONE_SELECT: &str = "SELECT z.region, z.zone, z.created_at,
         COALESCE(z.decommissioned_at, r.decommissioned_at),
         EXISTS(SELECT 1 FROM identities i WHERE i.region = z.region AND i.zone = z.zone
-            AND i.revoked_at IS NULL)
+            AND i.revoked_at IS NULL),
+        EXISTS(SELECT 1 FROM identities i WHERE i.region = z.region AND i.zone = z.zone
+            AND i.revoked_at IS NULL
+            AND (i.expires_at IS NULL OR i.expires_at > (extract(epoch from now()) * 1000)::bigint)
+            AND (i.valid_until IS NULL OR i.valid_until > (extract(epoch from now()) * 1000)::bigint))
      FROM zones z JOIN regions r ON r.name = z.region";
 
 pub(super) async fn zones(c: &Client) -> Result<Vec<ZoneRecord>, Error> {
@@ -51,6 +55,7 @@ fn zone_rows(rows: &[tokio_postgres::Row]) -> Result<Vec<ZoneRecord>, Error> {
                 created_at: r.try_get(2)?,
                 decommissioned_at: r.try_get(3)?,
                 has_identity: r.try_get(4)?,
+                live_identity: r.try_get(5)?,
             })
         })
         .collect()

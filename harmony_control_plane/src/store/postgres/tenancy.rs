@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use tokio_postgres::Row;
 
 use super::{BACKEND, Error, PostgresStore};
-use crate::store::tenancy::{decide_quota, quota_json, quota_of};
+use crate::store::tenancy::{CapSet, decide_cap, decide_quota, quota_json, quota_of};
 use crate::store::{
-    ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenancyStore, TenantRecord,
+    PageSession, ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenancyStore, TenantRecord,
     TenantTokenRecord,
 };
 
@@ -27,6 +27,14 @@ CREATE TABLE IF NOT EXISTS tenant_tokens (
     created_at BIGINT NOT NULL,
     expires_at BIGINT,
     revoked_at BIGINT
+);
+CREATE TABLE IF NOT EXISTS page_sessions (
+    hash BYTEA PRIMARY KEY,
+    tenant TEXT,
+    token_id TEXT,
+    credential BYTEA NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS tenant_caps (
     tenant TEXT NOT NULL REFERENCES tenants(name),
@@ -218,6 +226,47 @@ async fn set_quota(
     Ok(outcome)
 }
 
+/// Sets a cap unless the grants already exceed it; the tenant row is locked as
+/// [`set_quota`] locks it, so a cap and a quota set at once are decided one after the other.
+async fn set_cap(
+    c: &mut Client,
+    tenant: &str,
+    region: &str,
+    cap: &ProjectQuota,
+) -> Result<CapSet, Error> {
+    let tx = c.transaction().await?;
+    if tx
+        .query_opt(
+            "SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE",
+            &[&tenant],
+        )
+        .await?
+        .is_none()
+    {
+        return Ok(CapSet::NoTenant);
+    }
+    let grants = tx
+        .query(
+            "SELECT project, quota FROM project_quotas WHERE tenant = $1 AND region = $2 ORDER BY project",
+            &[&tenant, &region],
+        )
+        .await?
+        .iter()
+        .map(|r| Ok((r.try_get::<_, String>(0)?, quota(r.try_get(1)?)?)))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let outcome = decide_cap(cap, &grants);
+    if outcome == CapSet::Set {
+        tx.execute(
+            "INSERT INTO tenant_caps (tenant, region, quota) VALUES ($1, $2, $3)
+             ON CONFLICT (tenant, region) DO UPDATE SET quota = EXCLUDED.quota",
+            &[&tenant, &region, &quota_json(cap)],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(outcome)
+}
+
 /// Runs `$body` (a future using the pooled client `$c`) as operation `$op`.
 macro_rules! with_client {
     ($self:ident, $op:literal, $c:ident => $body:expr) => {{
@@ -274,19 +323,8 @@ impl TenancyStore for PostgresStore {
         tenant: &str,
         region: &str,
         cap: &ProjectQuota,
-    ) -> Result<bool, StoreError> {
-        let json = quota_json(cap);
-        with_client!(self, "set a tenant cap", c => async {
-            let n = c
-                .execute(
-                    "INSERT INTO tenant_caps (tenant, region, quota)
-                     SELECT name, $2, $3 FROM tenants WHERE name = $1
-                     ON CONFLICT (tenant, region) DO UPDATE SET quota = EXCLUDED.quota",
-                    &[&tenant, &region, &json],
-                )
-                .await?;
-            Ok(n == 1)
-        })
+    ) -> Result<CapSet, StoreError> {
+        with_client!(self, "set a tenant cap", c => set_cap(&mut c, tenant, region, cap))
     }
 
     async fn add_tenant_token(&self, t: &TenantTokenRecord) -> Result<bool, StoreError> {
@@ -373,6 +411,55 @@ impl TenancyStore for PostgresStore {
                 out.push(project_of(&c, r).await?);
             }
             Ok(out)
+        })
+    }
+
+    async fn open_page_session(&self, s: &PageSession) -> Result<(), StoreError> {
+        with_client!(self, "open a status-page session", c => async {
+            c.execute(
+                "INSERT INTO page_sessions (hash, tenant, token_id, credential, created_at, expires_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&&s.hash[..], &s.tenant, &s.token_id, &&s.credential[..], &s.created_at, &s.expires_at],
+            )
+            .await?;
+            Ok(())
+        })
+    }
+
+    async fn page_session(&self, hash: &[u8; 32]) -> Result<Option<PageSession>, StoreError> {
+        with_client!(self, "read a status-page session", c => async {
+            let Some(r) = c
+                .query_opt(
+                    "SELECT tenant, token_id, credential, created_at, expires_at FROM page_sessions
+                     WHERE hash = $1",
+                    &[&&hash[..]],
+                )
+                .await?
+            else {
+                return Ok(None);
+            };
+            let credential: Vec<u8> = r.try_get(2)?;
+            Ok(Some(PageSession {
+                hash: *hash,
+                tenant: r.try_get(0)?,
+                token_id: r.try_get(1)?,
+                credential: credential
+                    .try_into()
+                    .map_err(|_| Error::Data("a credential hash is not 32 bytes".into()))?,
+                created_at: r.try_get(3)?,
+                expires_at: r.try_get(4)?,
+            }))
+        })
+    }
+
+    async fn end_page_session(&self, hash: &[u8; 32], before: i64) -> Result<bool, StoreError> {
+        with_client!(self, "end a status-page session", c => async {
+            c.execute("DELETE FROM page_sessions WHERE expires_at < $1", &[&before])
+                .await?;
+            let n = c
+                .execute("DELETE FROM page_sessions WHERE hash = $1", &[&&hash[..]])
+                .await?;
+            Ok(n == 1)
         })
     }
 

@@ -13,7 +13,11 @@ const REGION_SELECT: &str = "SELECT r.name, r.zone, r.created_at, r.decommission
 const ZONE_SELECT: &str = "SELECT z.region, z.zone, z.created_at,
         COALESCE(z.decommissioned_at, r.decommissioned_at),
         EXISTS(SELECT 1 FROM identities i WHERE i.region = z.region AND i.zone = z.zone
-            AND i.revoked_at IS NULL)
+            AND i.revoked_at IS NULL),
+        EXISTS(SELECT 1 FROM identities i WHERE i.region = z.region AND i.zone = z.zone
+            AND i.revoked_at IS NULL
+            AND (i.expires_at IS NULL OR i.expires_at > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER))
+            AND (i.valid_until IS NULL OR i.valid_until > CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)))
      FROM zones z JOIN regions r ON r.name = z.region";
 
 fn zone_row(r: &Row<'_>) -> rusqlite::Result<ZoneRecord> {
@@ -23,6 +27,7 @@ fn zone_row(r: &Row<'_>) -> rusqlite::Result<ZoneRecord> {
         created_at: r.get(2)?,
         decommissioned_at: r.get(3)?,
         has_identity: r.get(4)?,
+        live_identity: r.get(5)?,
     })
 }
 

@@ -6,9 +6,10 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use std::collections::BTreeMap;
 
 use super::conversion;
-use crate::store::tenancy::{decide_quota, quota_json, quota_of};
+use crate::store::tenancy::{CapSet, decide_cap, decide_quota, quota_json, quota_of};
 use crate::store::{
-    ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenantRecord, TenantTokenRecord,
+    PageSession, ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenantRecord,
+    TenantTokenRecord,
 };
 
 /// The tenancy tables (schema version 2).
@@ -37,6 +38,14 @@ CREATE TABLE IF NOT EXISTS projects (
     namespace TEXT NOT NULL UNIQUE,
     created_at INTEGER NOT NULL,
     PRIMARY KEY (tenant, project)
+);
+CREATE TABLE IF NOT EXISTS page_sessions (
+    hash BLOB PRIMARY KEY,
+    tenant TEXT,
+    token_id TEXT,
+    credential BLOB NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS project_quotas (
     tenant TEXT NOT NULL,
@@ -94,18 +103,42 @@ pub(super) fn tenants(c: &Connection) -> rusqlite::Result<Vec<TenantRecord>> {
 }
 
 pub(super) fn set_cap(
-    c: &Connection,
+    c: &mut Connection,
     tenant: &str,
     region: &str,
     cap: &ProjectQuota,
-) -> rusqlite::Result<bool> {
-    let n = c.execute(
-        "INSERT INTO tenant_caps (tenant, region, quota)
-         SELECT name, ?2, ?3 FROM tenants WHERE name = ?1
-         ON CONFLICT(tenant, region) DO UPDATE SET quota = excluded.quota",
-        params![tenant, region, quota_json(cap)],
-    )?;
-    Ok(n == 1)
+) -> rusqlite::Result<CapSet> {
+    let tx = c.transaction()?;
+    if tx
+        .query_row(
+            "SELECT 1 FROM tenants WHERE name = ?1",
+            [tenant],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_none()
+    {
+        return Ok(CapSet::NoTenant);
+    }
+    let grants = {
+        let mut stmt = tx.prepare(
+            "SELECT project, quota FROM project_quotas WHERE tenant = ?1 AND region = ?2 ORDER BY project",
+        )?;
+        let rows = stmt.query_map([tenant, region], |r| {
+            Ok((r.get::<_, String>(0)?, quota(1, &r.get::<_, String>(1)?)?))
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()?
+    };
+    let outcome = decide_cap(cap, &grants);
+    if outcome == CapSet::Set {
+        tx.execute(
+            "INSERT INTO tenant_caps (tenant, region, quota) VALUES (?1, ?2, ?3)
+             ON CONFLICT(tenant, region) DO UPDATE SET quota = excluded.quota",
+            params![tenant, region, quota_json(cap)],
+        )?;
+    }
+    tx.commit()?;
+    Ok(outcome)
 }
 
 pub(super) fn add_token(c: &Connection, t: &TenantTokenRecord) -> rusqlite::Result<bool> {
@@ -325,7 +358,7 @@ impl crate::store::TenancyStore for super::SqliteStore {
         tenant: &str,
         region: &str,
         cap: &ProjectQuota,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<CapSet, StoreError> {
         let (tenant, region, cap) = (tenant.to_owned(), region.to_owned(), cap.clone());
         self.run("set a tenant cap", move |c| {
             set_cap(c, &tenant, &region, &cap)
@@ -374,6 +407,61 @@ impl crate::store::TenancyStore for super::SqliteStore {
         let tenant = tenant.map(str::to_owned);
         self.run("list projects", move |c| projects(c, tenant.as_deref()))
             .await
+    }
+
+    async fn open_page_session(&self, s: &PageSession) -> Result<(), StoreError> {
+        let s = s.clone();
+        self.run("open a status-page session", move |c| {
+            c.execute(
+                "INSERT INTO page_sessions (hash, tenant, token_id, credential, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![&s.hash[..], s.tenant, s.token_id, &s.credential[..], s.created_at, s.expires_at],
+            )
+            .map(|_| ())
+        })
+        .await
+    }
+
+    async fn page_session(&self, hash: &[u8; 32]) -> Result<Option<PageSession>, StoreError> {
+        let hash = *hash;
+        self.run("read a status-page session", move |c| {
+            c.query_row(
+                "SELECT tenant, token_id, credential, created_at, expires_at FROM page_sessions
+                 WHERE hash = ?1",
+                params![&hash[..]],
+                |r| {
+                    let credential: Vec<u8> = r.get(2)?;
+                    Ok(PageSession {
+                        hash,
+                        tenant: r.get(0)?,
+                        token_id: r.get(1)?,
+                        credential: credential.try_into().map_err(|_| {
+                            conversion(2, "a credential hash is not 32 bytes".into())
+                        })?,
+                        created_at: r.get(3)?,
+                        expires_at: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn end_page_session(&self, hash: &[u8; 32], before: i64) -> Result<bool, StoreError> {
+        let hash = *hash;
+        self.run("end a status-page session", move |c| {
+            c.execute(
+                "DELETE FROM page_sessions WHERE expires_at < ?1",
+                params![before],
+            )?;
+            c.execute(
+                "DELETE FROM page_sessions WHERE hash = ?1",
+                params![&hash[..]],
+            )
+            .map(|n| n == 1)
+        })
+        .await
     }
 
     async fn set_project_quota(

@@ -4,7 +4,13 @@
 //! ```text
 //! cargo run --release -p harmony_e2e --bin bench -- all [--tiny] [--runs N] [--objects 1000,10000] [--deployments 1000] [--hosts 10000] [--agents 10000]
 //! cargo run --release -p harmony_e2e --bin bench -- apply|wait|render|agents [same flags]
+//! cargo run --release -p harmony_e2e --bin bench -- hostile [--cases 100000]
 //! ```
+//!
+//! `hostile` is not a performance figure and is not part of `all`: it runs the control plane's
+//! hostile-body property test (`harmony_control_plane::http::hostile_tests`, 48 cases per
+//! endpoint in CI) at 100,000 cases per endpoint, through `cargo test --release`, and fails
+//! when any endpoint answered a 5xx.
 //!
 //! Each benchmark (`bench_apply`, `bench_wait`, `bench_render`, `bench_agents`) runs as a child process from
 //! the folder this binary sits in, so `cargo build --release -p harmony_e2e --bins` builds them
@@ -45,7 +51,7 @@ struct Options {
     scale_agents: Option<String>,
 }
 
-const USAGE: &str = "usage: bench all|apply|wait|render|agents [--tiny] [--runs N] [--objects N[,N...]] [--deployments N] [--hosts N] [--agents N] [--scale-agents N]";
+const USAGE: &str = "usage: bench all|apply|wait|render|agents|hostile [--tiny] [--runs N] [--objects N[,N...]] [--deployments N] [--hosts N] [--agents N] [--scale-agents N]";
 
 fn parse_args() -> BenchResult<Options> {
     let mut args = std::env::args().skip(1);
@@ -254,7 +260,47 @@ fn run_child(name: &str, bin: &str, o: &Options) -> BenchResult<Vec<Row>> {
         .collect())
 }
 
+/// `bench hostile [--cases N]`: the property test at N cases per endpoint (default 100,000).
+fn hostile(args: &[String]) -> ! {
+    let cases = match args {
+        [] => "100000".to_string(),
+        [flag, n] if flag == "--cases" && n.parse::<u32>().is_ok_and(|n| n > 0) => n.clone(),
+        _ => {
+            eprintln!("bench: usage: bench hostile [--cases N] (N a positive number)");
+            std::process::exit(2);
+        }
+    };
+    let started = Instant::now();
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "test",
+            "--release",
+            "--locked",
+            "-p",
+            "harmony_control_plane",
+            "--lib",
+            "http::hostile_tests",
+        ])
+        .env("HARMONY_HOSTILE_CASES", &cases)
+        .status();
+    let ok = status.as_ref().is_ok_and(|s| s.success());
+    println!();
+    println!(
+        "## Hostile bodies: {cases} cases per endpoint, {} ({:.0} s)",
+        if ok { "no 5xx" } else { "FAILED" },
+        started.elapsed().as_secs_f64()
+    );
+    if let Err(e) = status {
+        eprintln!("bench: cannot run cargo: {e}");
+    }
+    std::process::exit(if ok { 0 } else { 1 });
+}
+
 fn main() {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().is_some_and(|a| a == "hostile") {
+        hostile(&argv[1..]);
+    }
     let o = match parse_args() {
         Ok(o) => o,
         Err(e) => {

@@ -5,8 +5,8 @@ use super::Db;
 use harmony_agent_protocol::InstanceState;
 use harmony_agent_protocol::tenancy::ProjectQuota;
 use harmony_control_plane::store::{
-    NewRequest, Owner, ProjectCreated, ProjectRecord, QuotaSet, RequestScope, ServiceRecord,
-    Submitted, TenantTokenRecord,
+    CapSet, NewRequest, Owner, PageSession, ProjectCreated, ProjectRecord, QuotaSet, RequestScope,
+    ServiceRecord, Submitted, TenantTokenRecord,
 };
 
 fn quota(cpu: &str, memory: &str, pods: u64) -> ProjectQuota {
@@ -85,25 +85,21 @@ pub(super) async fn tenants_and_their_tokens_are_stored_hashed_and_revoked(db: D
     );
 
     // Caps per region, replaced in place; none for an unknown tenant. They survive a restart.
-    assert!(
-        s.set_tenant_cap("acme", "eu", &quota("4", "8Gi", 10))
+    for (region, q) in [
+        ("eu", quota("4", "8Gi", 10)),
+        ("eu", quota("8", "8Gi", 10)),
+        ("ap", quota("1", "1Gi", 1)),
+    ] {
+        assert_eq!(
+            s.set_tenant_cap("acme", region, &q).await.unwrap(),
+            CapSet::Set
+        );
+    }
+    assert_eq!(
+        s.set_tenant_cap("nobody", "eu", &quota("1", "1Gi", 1))
             .await
-            .unwrap()
-    );
-    assert!(
-        s.set_tenant_cap("acme", "eu", &quota("8", "8Gi", 10))
-            .await
-            .unwrap()
-    );
-    assert!(
-        s.set_tenant_cap("acme", "ap", &quota("1", "1Gi", 1))
-            .await
-            .unwrap()
-    );
-    assert!(
-        !s.set_tenant_cap("nobody", "eu", &quota("1", "1Gi", 1))
-            .await
-            .unwrap()
+            .unwrap(),
+        CapSet::NoTenant
     );
     drop(s);
     let s = db.open().await;
@@ -388,4 +384,81 @@ async fn postgres_a_version_1_database_gains_the_tenancy_tables_and_columns_in_p
     assert_eq!(s.request("new").await.unwrap().unwrap().scope, Some(scope));
     let unanswered = s.unanswered("eu", "z").await.unwrap();
     assert_eq!(unanswered.len(), 2);
+}
+
+pub(super) async fn a_cap_is_never_lowered_below_the_quotas_granted(db: Db) {
+    let s = db.open().await;
+    s.create_tenant("acme", 1).await.unwrap();
+    for (p, ns) in [("web", "acme-web"), ("api", "acme-api")] {
+        s.create_project(&project("acme", p, ns)).await.unwrap();
+    }
+    for (p, cpu) in [("web", "4"), ("api", "5")] {
+        assert_eq!(
+            s.set_project_quota("acme", p, "eu", &quota(cpu, "1Gi", 1))
+                .await
+                .unwrap(),
+            QuotaSet::Set
+        );
+    }
+    // 9 CPUs granted: a cap of 1 is refused naming each grant, and not stored.
+    match s
+        .set_tenant_cap("acme", "eu", &quota("1", "8Gi", 10))
+        .await
+        .unwrap()
+    {
+        CapSet::BelowGrants(why) => assert_eq!(
+            why,
+            "cpu: the cap 1 is below what the projects hold (api 5, web 4; 9 in all)"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(s.tenant("acme").await.unwrap().unwrap().caps.is_empty());
+    // A cap on what the projects leave unlimited (storage) is refused too.
+    let mut storage = quota("9", "8Gi", 10);
+    storage.storage = Some("1Ti".into());
+    assert!(matches!(
+        s.set_tenant_cap("acme", "eu", &storage).await.unwrap(),
+        CapSet::BelowGrants(why) if why.contains("api unlimited")
+    ));
+    // At what is granted: stored.
+    assert_eq!(
+        s.set_tenant_cap("acme", "eu", &quota("9", "2Gi", 2))
+            .await
+            .unwrap(),
+        CapSet::Set
+    );
+}
+
+pub(super) async fn page_sessions_are_kept_hashed_and_ended(db: Db) {
+    let s = db.open().await;
+    let session = |tag: &str, tenant: Option<&str>, expires_at: i64| PageSession {
+        hash: super::hash(tag),
+        tenant: tenant.map(str::to_string),
+        token_id: tenant.map(|_| "t1".to_string()),
+        credential: super::hash("credential"),
+        created_at: 1,
+        expires_at,
+    };
+    s.open_page_session(&session("a", None, 1_000))
+        .await
+        .unwrap();
+    s.open_page_session(&session("b", Some("acme"), 10_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.page_session(&super::hash("b")).await.unwrap(),
+        Some(session("b", Some("acme"), 10_000))
+    );
+    drop(s);
+    // Every replica (here: a reopened store) sees them; ending one ends it for all, and ends
+    // the expired ones with it.
+    let s = db.open().await;
+    assert!(s.end_page_session(&super::hash("b"), 5_000).await.unwrap());
+    assert!(!s.end_page_session(&super::hash("b"), 5_000).await.unwrap());
+    assert_eq!(s.page_session(&super::hash("b")).await.unwrap(), None);
+    assert_eq!(
+        s.page_session(&super::hash("a")).await.unwrap(),
+        None,
+        "expired, swept"
+    );
 }
