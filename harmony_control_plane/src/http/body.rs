@@ -1,6 +1,6 @@
 //! What every JSON body must be before a handler sees it: an object, at most
 //! [`MAX_DEPTH`] levels deep, keys of at most [`MAX_KEY_BYTES`] and strings of at most
-//! [`MAX_STRING_BYTES`] (`params` included), only the fields its type knows (each body type
+//! [`MAX_STRING_BYTES`] (the body limit; `params` included), only the fields its type knows (each body type
 //! denies unknown fields), and numbers inside each field's documented range ([`seconds`]).
 //! A body that breaks a rule is a 400 naming the field and the fix; nothing was touched.
 
@@ -18,9 +18,10 @@ use super::{Failure, MAX_BODY_BYTES};
 pub const MAX_DEPTH: usize = 64;
 /// The longest key of any object in a body, in bytes.
 pub const MAX_KEY_BYTES: usize = 256;
-/// The longest string value in a body, in bytes (a ConfigMap's data may be large; the body
-/// limit bounds the total).
-pub const MAX_STRING_BYTES: usize = 1 << 20;
+/// The longest string value in a body, in bytes: the body limit itself. A ConfigMap's data may
+/// be as large as a frame, and a request too large for its agent must reach the handler to be
+/// refused with 413 and the agent's limit.
+pub const MAX_STRING_BYTES: usize = MAX_BODY_BYTES;
 
 /// The longest lifetime a caller may ask for a token (`ttl_s`, `bootstrap_ttl_s`): ten years.
 pub const MAX_TTL_S: f64 = 315_360_000.0;
@@ -212,7 +213,7 @@ mod tests {
                     r#"{{"name":"a","params":{{"data":"{}"}}}}"#,
                     "x".repeat(MAX_STRING_BYTES + 1)
                 ),
-                "params.data: a string of 1048577 bytes",
+                "params.data: a string of 8388609 bytes",
             ),
             (
                 format!(r#"{{"name":"a","params":{{"{}":1}}}}"#, "k".repeat(300)),

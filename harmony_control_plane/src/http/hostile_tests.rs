@@ -217,8 +217,9 @@ fn extreme_bodies_are_refused_naming_the_field_and_nothing_is_created() {
         "]".repeat(20_000)
     );
     let huge = format!(
-        r#"{{"op":"get_objects","project":"web","params":{{"x":"{}"}}}}"#,
-        "x".repeat((1 << 20) + 1)
+        r#"{{"op":"get_objects","params":{{"x":"{}"}}}}"#,
+        // Above the agent's frame, under the body limit: refused with the agent's limit.
+        "x".repeat(harmony_agent_protocol::MAX_FRAME_BYTES + 1024)
     );
     let cases: Vec<(&str, &str, bool, String, u16, &str)> = vec![
         (
@@ -280,10 +281,10 @@ fn extreme_bodies_are_refused_naming_the_field_and_nothing_is_created() {
         (
             "POST",
             "/v1/regions/eu/requests",
-            false,
+            true,
             huge,
-            400,
-            "params.x: a string of 1048577 bytes",
+            413,
+            "\"code\":\"too_large\"",
         ),
         (
             "PUT",
