@@ -175,13 +175,18 @@ async fn world(dir: &std::path::Path) -> (axum::Router, String) {
     (app, token.expose().to_string())
 }
 
-#[test]
-fn no_body_makes_any_endpoint_fail_with_a_5xx() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+/// The runtime the synchronous proptest runner drives the router on.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn no_body_makes_any_endpoint_fail_with_a_5xx() {
+    let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let (app, token) = rt.block_on(world(dir.path()));
     let config = proptest::test_runner::Config {
@@ -204,11 +209,7 @@ fn no_body_makes_any_endpoint_fail_with_a_5xx() {
 
 #[test]
 fn extreme_bodies_are_refused_naming_the_field_and_nothing_is_created() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let (app, token) = rt.block_on(world(dir.path()));
     let deep = format!(
@@ -318,11 +319,7 @@ fn extreme_bodies_are_refused_naming_the_field_and_nothing_is_created() {
 
 #[test]
 fn quotas_near_the_top_of_the_range_never_overflow_and_a_cap_never_drops_below_the_grants() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let (app, _) = rt.block_on(world(dir.path()));
     let call = |method: &str, path: &str, body: &str| {

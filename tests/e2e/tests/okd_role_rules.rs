@@ -64,6 +64,25 @@ fn applying(lab: &Lab, dir: &Path, assign: &[&str]) -> std::process::Child {
         .unwrap()
 }
 
+/// Runs okd-operator rendering into `dir/out` from the inventory file `dir/inventory.sqlite`
+/// with `assign` rules, no terminal.
+fn rendering(dir: &Path, assign: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_okd-operator"));
+    command
+        .arg("--inventory")
+        .arg(dir.join("inventory.sqlite"))
+        .arg("--out")
+        .arg(dir.join("out"));
+    for rule in assign {
+        command.args(["--assign", rule]);
+    }
+    command
+        .env("HARMONY_OKD_SERVICES_DIR", dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 fn roles_in(path: &Path) -> Vec<(String, HostRole)> {
     let inv = SqliteInventory::open(path).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -220,19 +239,7 @@ fn a_size_rule_matching_more_hosts_than_needed_picks_none_and_says_how_to_narrow
             }
         });
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_okd-operator"))
-        .args([
-            "--inventory",
-            inventory.to_str().unwrap(),
-            "--out",
-            dir.path().join("out").to_str().unwrap(),
-            "--assign",
-            "worker=min-memory:16GiB",
-        ])
-        .env("HARMONY_OKD_SERVICES_DIR", dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = rendering(dir.path(), &["worker=min-memory:16GiB"]);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
     for host in ["node-a", "node-b", "node-c"] {
@@ -253,23 +260,14 @@ fn a_size_rule_matching_more_hosts_than_needed_picks_none_and_says_how_to_narrow
     );
     // Three hosts named by MAC for a role of two slots: an error naming the hosts and the
     // slots, nothing written.
-    let out = Command::new(env!("CARGO_BIN_EXE_okd-operator"))
-        .args([
-            "--inventory",
-            inventory.to_str().unwrap(),
-            "--out",
-            dir.path().join("out").to_str().unwrap(),
-            "--assign",
+    let out = rendering(
+        dir.path(),
+        &[
             "worker=mac:52:54:00:77:00:51",
-            "--assign",
             "worker=mac:52:54:00:77:00:52",
-            "--assign",
             "worker=mac:52:54:00:77:00:53",
-        ])
-        .env("HARMONY_OKD_SERVICES_DIR", dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        ],
+    );
     let said = text(&out);
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(
@@ -283,21 +281,13 @@ fn a_size_rule_matching_more_hosts_than_needed_picks_none_and_says_how_to_narrow
         "nothing was written: {reserved}"
     );
     // The same hosts narrowed by MAC: exactly those two are workers.
-    let out = Command::new(env!("CARGO_BIN_EXE_okd-operator"))
-        .args([
-            "--inventory",
-            inventory.to_str().unwrap(),
-            "--out",
-            dir.path().join("out").to_str().unwrap(),
-            "--assign",
+    let out = rendering(
+        dir.path(),
+        &[
             "worker=mac:52:54:00:77:00:51",
-            "--assign",
             "worker=mac:52:54:00:77:00:53",
-        ])
-        .env("HARMONY_OKD_SERVICES_DIR", dir.path())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        ],
+    );
     let said = text(&out);
     assert_eq!(out.status.code(), Some(0), "{said}");
     let hosts = std::fs::read_to_string(dir.path().join("out/okd/dnsmasq/dhcp-hosts")).unwrap();
