@@ -334,20 +334,21 @@ pub const CMDLINE_PARAMETER: &str = "harmony.discovery";
 /// The kernel command-line parameter naming the MAC iPXE booted from (`${mac}` in boot.ipxe).
 pub const BOOT_MAC_PARAMETER: &str = "harmony.bootmac";
 
-/// Finds `harmony.bootmac=MAC` among the words of a kernel command line.
-pub fn boot_mac_from_cmdline(cmdline: &str) -> Option<MacAddress> {
+/// The value of `parameter=VALUE` among the words of a kernel command line.
+fn cmdline_value<'a>(cmdline: &'a str, parameter: &str) -> Option<&'a str> {
     cmdline
         .split_whitespace()
-        .find_map(|w| w.strip_prefix(BOOT_MAC_PARAMETER)?.strip_prefix('='))
-        .and_then(|m| MacAddress::parse(m).ok())
+        .find_map(|w| w.strip_prefix(parameter)?.strip_prefix('='))
+}
+
+/// Finds `harmony.bootmac=MAC` among the words of a kernel command line.
+pub fn boot_mac_from_cmdline(cmdline: &str) -> Option<MacAddress> {
+    cmdline_value(cmdline, BOOT_MAC_PARAMETER).and_then(|m| MacAddress::parse(m).ok())
 }
 
 /// Finds `harmony.discovery=URL` among the words of a kernel command line.
 pub fn url_from_cmdline(cmdline: &str) -> Result<Url, AgentError> {
-    let value = cmdline
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(CMDLINE_PARAMETER)?.strip_prefix('='))
-        .ok_or_else(|| AgentError::Fact {
+    let value = cmdline_value(cmdline, CMDLINE_PARAMETER).ok_or_else(|| AgentError::Fact {
             what: "kernel command line".into(),
             problem: format!(
                 "no {CMDLINE_PARAMETER}=URL in it; boot the discovery image from Harmony's boot.ipxe, or pass the URL as the agent's argument"

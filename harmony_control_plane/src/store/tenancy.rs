@@ -113,19 +113,7 @@ pub fn cap_below_grants(
     cap: &ProjectQuota,
     grants: &[(String, ProjectQuota)],
 ) -> Result<Option<String>, String> {
-    let quantities: [(&str, Getter); 3] = [
-        ("cpu", |q| q.cpu.clone()),
-        ("memory", |q| q.memory.clone()),
-        ("storage", |q| q.storage.clone()),
-    ];
-    let listed = |get: &dyn Fn(&ProjectQuota) -> Option<String>| {
-        grants
-            .iter()
-            .map(|(p, q)| format!("{p} {}", get(q).unwrap_or_else(|| "unlimited".into())))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    for (resource, get) in quantities {
+    for (resource, get) in QUANTITIES {
         let Some(limit) = get(cap) else { continue };
         let limit_m = quantity::parse(&limit).map_err(|e| format!("cap {resource}: {e}"))?;
         let unlimited = grants.iter().any(|(_, q)| get(q).is_none());
@@ -134,7 +122,7 @@ pub fn cap_below_grants(
         if unlimited || granted > limit_m {
             return Ok(Some(format!(
                 "{resource}: the cap {limit} is below what the projects hold ({}{})",
-                listed(&get),
+                listed(grants, get),
                 if unlimited {
                     String::new()
                 } else {
@@ -150,20 +138,9 @@ pub fn cap_below_grants(
             .filter_map(|(_, q)| q.objects.get(kind))
             .fold(0u64, |a, b| a.saturating_add(*b));
         if unlimited || granted > *limit {
-            let each: Vec<String> = grants
-                .iter()
-                .map(|(p, q)| {
-                    format!(
-                        "{p} {}",
-                        q.objects
-                            .get(kind)
-                            .map_or("unlimited".to_string(), u64::to_string)
-                    )
-                })
-                .collect();
             return Ok(Some(format!(
                 "objects.{kind}: the cap {limit} is below what the projects hold ({})",
-                each.join(", ")
+                listed(grants, |q| q.objects.get(kind).map(u64::to_string))
             )));
         }
     }
@@ -310,6 +287,25 @@ fn show(m: quantity::Milli) -> String {
 /// Reads one quantity of a quota.
 type Getter = fn(&ProjectQuota) -> Option<String>;
 
+/// The quantities of a quota, by name.
+const QUANTITIES: [(&str, Getter); 3] = [
+    ("cpu", |q| q.cpu.clone()),
+    ("memory", |q| q.memory.clone()),
+    ("storage", |q| q.storage.clone()),
+];
+
+/// Each project's grant of one resource (`api 5, web unlimited`).
+fn listed(
+    grants: &[(String, ProjectQuota)],
+    get: impl Fn(&ProjectQuota) -> Option<String>,
+) -> String {
+    grants
+        .iter()
+        .map(|(p, q)| format!("{p} {}", get(q).unwrap_or_else(|| "unlimited".into())))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Whether `asked` (a project's new quota) fits under `cap` beside `others` (the tenant's other
 /// projects' quotas in the same region). A resource the cap limits must be limited by the
 /// quota too. `Ok(Some(_))`: over the cap, naming the first resource over it; `Err`: a quantity
@@ -319,12 +315,7 @@ pub fn check_cap(
     others: &[ProjectQuota],
     asked: &ProjectQuota,
 ) -> Result<Option<CapExceeded>, String> {
-    let quantities: [(&str, Getter); 3] = [
-        ("cpu", |q| q.cpu.clone()),
-        ("memory", |q| q.memory.clone()),
-        ("storage", |q| q.storage.clone()),
-    ];
-    for (resource, get) in quantities {
+    for (resource, get) in QUANTITIES {
         let Some(limit) = get(cap) else { continue };
         let limit_m = quantity::parse(&limit).map_err(|e| format!("cap {resource}: {e}"))?;
         let taken = sum(others.iter().map(get)).map_err(|e| format!("{resource}: {e}"))?;
@@ -366,13 +357,9 @@ pub fn check_cap(
 
 /// Checks every quantity of a quota parses (the error names the field).
 pub fn check_quantities(q: &ProjectQuota) -> Result<(), String> {
-    for (field, v) in [
-        ("cpu", &q.cpu),
-        ("memory", &q.memory),
-        ("storage", &q.storage),
-    ] {
-        if let Some(v) = v {
-            quantity::parse(v).map_err(|e| format!("{field}: {e}"))?;
+    for (field, get) in QUANTITIES {
+        if let Some(v) = get(q) {
+            quantity::parse(&v).map_err(|e| format!("{field}: {e}"))?;
         }
     }
     Ok(())

@@ -326,24 +326,21 @@ pub(super) async fn acquire<T: OkdTopology>(
             roles.iter().map(|r| (r.host.clone(), r.role)).collect();
         // Size rules pick only once discovery has settled (apply mode, where machines report
         // while the phase waits); render and plan see a fixed inventory.
-        let leases = if topology.mode() == ExecutionMode::Apply {
-            topology
+        let unsettled = if topology.mode() == ExecutionMode::Apply {
+            let leases = topology
                 .leases()
                 .await
-                .map_err(capability_error("reading DHCP leases", changes))?
+                .map_err(capability_error("reading DHCP leases", changes))?;
+            let reserved: HashSet<MacAddress> = topology
+                .bindings()
+                .await
+                .map_err(capability_error("reading DHCP reservations", changes))?
+                .iter()
+                .flat_map(|b| b.macs().copied())
+                .collect();
+            settle.observe(&hosts, &leases, &reserved)
         } else {
-            Vec::new()
-        };
-        let reserved: HashSet<MacAddress> = topology
-            .bindings()
-            .await
-            .map_err(capability_error("reading DHCP reservations", changes))?
-            .iter()
-            .flat_map(|b| b.macs().copied().collect::<Vec<_>>())
-            .collect();
-        let unsettled = match topology.mode() {
-            ExecutionMode::Apply => settle.observe(&hosts, &leases, &reserved),
-            _ => None,
+            None
         };
         let by_rules = assign_by_rules(
             role,

@@ -8,6 +8,7 @@ use harmony::domain::capability::{
 use harmony::domain::inventory::{HostRole, PhysicalHost};
 use harmony_types::DiskName;
 
+use super::rules::describe_disk;
 use crate::interpret_support::human;
 
 /// The rule for `host` of `role`: its own (`host:ID`), else its role's; `None` for the default.
@@ -60,12 +61,7 @@ pub(super) fn install_disk(
         .disks
         .iter()
         .map(|d| {
-            let mut s = format!(
-                "{} {} {}",
-                d.name,
-                human(d.size_bytes),
-                if d.rotational { "HDD" } else { "SSD" }
-            );
+            let mut s = describe_disk(d);
             for (k, v) in [("model", &d.model), ("serial", &d.serial), ("wwn", &d.wwn)] {
                 if let Some(v) = v {
                     s.push_str(&format!(" {k} {}", v.escape_debug()));

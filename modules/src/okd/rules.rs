@@ -4,27 +4,26 @@
 use std::collections::{HashMap, HashSet};
 
 use harmony::domain::capability::{HostMatch, RoleRule};
-use harmony::domain::inventory::{HostRole, PhysicalHost};
+use harmony::domain::inventory::{Disk, HostRole, PhysicalHost};
 use harmony_types::Id;
 
 use crate::interpret_support::human;
 
+/// A disk in a few words: name, size and kind (`vda 111.8 GiB SSD`). The name is escaped: an
+/// inventory may predate report validation.
+pub(super) fn describe_disk(d: &Disk) -> String {
+    format!(
+        "{} {} {}",
+        d.name.escape_debug(),
+        human(d.size_bytes),
+        if d.rotational { "HDD" } else { "SSD" }
+    )
+}
+
 /// A host's hardware in one line: id, MACs, CPUs, memory and each disk with its size and kind.
 pub(super) fn describe(h: &PhysicalHost) -> String {
     let macs: Vec<String> = h.macs.iter().map(ToString::to_string).collect();
-    let disks: Vec<String> = h
-        .disks
-        .iter()
-        .map(|d| {
-            format!(
-                "{} {} {}",
-                // Reported text is escaped: an inventory may predate report validation.
-                d.name.escape_debug(),
-                human(d.size_bytes),
-                if d.rotational { "HDD" } else { "SSD" }
-            )
-        })
-        .collect();
+    let disks: Vec<String> = h.disks.iter().map(describe_disk).collect();
     format!(
         "{}: MAC {}; {} CPU; {} memory; {}{}",
         h.id,

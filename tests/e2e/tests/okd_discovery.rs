@@ -154,10 +154,10 @@ async fn the_agent_reports_this_machine_into_the_inventory_from_a_lease_the_test
         .unwrap()
         .as_secs()
         + 3600;
-    let lease_dir = topology.dnsmasq().settings().dir.clone();
-    std::fs::create_dir_all(&lease_dir).unwrap();
+    let lease_file = topology.dnsmasq().lease_file();
+    std::fs::create_dir_all(lease_file.parent().unwrap()).unwrap();
     std::fs::write(
-        lease_dir.join("dnsmasq.leases"),
+        &lease_file,
         format!("{expiry} {} 127.0.0.1 * *\n", report.macs[0]),
     )
     .unwrap();

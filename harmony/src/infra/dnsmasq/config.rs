@@ -299,9 +299,13 @@ fn load_pxe(path: &Path) -> Result<Option<PxeBootOptions>, CapabilityError> {
 }
 
 /// Reads dnsmasq's lease file (`EXPIRY MAC IP HOSTNAME CLIENT-ID` per line, expiry in seconds
-/// since the epoch, 0 for infinite): the leases not expired at `now`. A missing file has none;
+/// since the epoch, 0 for infinite): the leases not expired now. A missing file has none;
 /// lines dnsmasq writes for other purposes (`duid ...`, IPv6) are skipped.
-pub fn read_leases(path: &Path, now: u64) -> Result<Vec<DhcpLease>, CapabilityError> {
+pub fn read_leases(path: &Path) -> Result<Vec<DhcpLease>, CapabilityError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -310,7 +314,8 @@ pub fn read_leases(path: &Path, now: u64) -> Result<Vec<DhcpLease>, CapabilityEr
     Ok(parse_leases(&text, now))
 }
 
-/// The leases of a lease file's text not expired at `now` (see [`read_leases`]).
+/// The leases of a lease file's text not expired at `now`, in seconds since the epoch (see
+/// [`read_leases`]).
 pub fn parse_leases(text: &str, now: u64) -> Vec<DhcpLease> {
     text.lines()
         .filter_map(|line| {

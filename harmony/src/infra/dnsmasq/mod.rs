@@ -107,11 +107,12 @@ impl Dnsmasq {
     /// The leases in dnsmasq's lease file not expired now (a render folder has none unless
     /// dnsmasq ran on it).
     pub fn leases_now(&self) -> Result<Vec<DhcpLease>, CapabilityError> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        read_leases(&self.settings.dir.join("dnsmasq.leases"), now)
+        read_leases(&self.lease_file())
+    }
+
+    /// The lease file dnsmasq keeps in its folder.
+    pub fn lease_file(&self) -> PathBuf {
+        self.settings.dir.join("dnsmasq.leases")
     }
 
     /// Brings the folder to `state`, then (apply mode) checks and reloads dnsmasq. Returns a

@@ -277,5 +277,5 @@ garbage line
         "the expired lease and the lines that are not leases are dropped"
     );
     let dir = tempfile::tempdir().unwrap();
-    assert!(read_leases(&dir.path().join("none"), 0).unwrap().is_empty());
+    assert!(read_leases(&dir.path().join("none")).unwrap().is_empty());
 }

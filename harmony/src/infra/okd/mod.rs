@@ -313,7 +313,7 @@ impl HAClusterTopology {
     /// inventory, with a boot event for each MAC.
     pub fn discovery_sink(&self) -> DiscoverySink {
         let inventory = self.inventory.clone();
-        let leases = self.dnsmasq.settings().dir.join("dnsmasq.leases");
+        let leases = self.dnsmasq.lease_file();
         Arc::new(move |client, report| reports::take_report(&inventory, &leases, client, report))
     }
 

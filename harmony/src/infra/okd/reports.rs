@@ -5,7 +5,6 @@
 
 use std::net::IpAddr;
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use harmony_types::DiscoveryReport;
 
@@ -24,11 +23,7 @@ pub(super) fn take_report(
     client: IpAddr,
     report: DiscoveryReport,
 ) -> Result<ReportOutcome, ReportRefused> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let leases = read_leases(lease_file, now).map_err(|e| ReportRefused::Invalid(e.to_string()))?;
+    let leases = read_leases(lease_file).map_err(|e| ReportRefused::Invalid(e.to_string()))?;
     let leased = leases
         .iter()
         .any(|l| IpAddr::V4(l.ip.addr()) == client && report.host.macs.contains(&l.mac));

@@ -83,9 +83,9 @@ fn lease(t: &HAClusterTopology, lines: &str) {
         .lines()
         .map(|l| format!("{expiry} {l} * 01:{}\n", l.split(' ').next().unwrap()))
         .collect();
-    let dir = t.dnsmasq().settings().dir.clone();
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("dnsmasq.leases"), text).unwrap();
+    let file = t.dnsmasq().lease_file();
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, text).unwrap();
 }
 
 #[tokio::test]

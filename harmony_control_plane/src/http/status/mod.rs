@@ -136,11 +136,10 @@ fn same_site(headers: &HeaderMap, uri: &axum::http::Uri) -> bool {
         url.split_once("://")
             .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or("").to_string())
     };
-    match (text("origin"), text("referer")) {
-        (Some("null"), _) => false,
-        (Some(origin), _) => authority(origin).is_some_and(|a| Some(a.as_str()) == host),
-        (None, Some(referer)) => authority(referer).is_some_and(|a| Some(a.as_str()) == host),
-        (None, None) => true,
+    match text("origin").or_else(|| text("referer")) {
+        Some("null") => false,
+        Some(from) => authority(from).is_some_and(|a| Some(a.as_str()) == host),
+        None => true,
     }
 }
 

@@ -5,11 +5,10 @@ use askama::Template;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use harmony_api::{Health, RegionView, ZoneView};
-use std::sync::Arc;
 
 use super::view::{self, Stamp};
 use crate::http::caller::Caller;
-use crate::services::{ControlPlane, regions, tenancy};
+use crate::services::{regions, tenancy};
 
 const NOW: i64 = 1_700_000_000_000;
 
@@ -351,9 +350,9 @@ fn cookie_of(headers: &axum::http::HeaderMap) -> String {
 async fn a_session_ends_at_logout_and_at_revocation_on_every_replica_and_refuses_cross_site_forms()
 {
     let dir = tempfile::tempdir().unwrap();
+    // Two replicas over one store.
+    let (other, _) = app(dir.path()).await;
     let (app, cp) = app(dir.path()).await;
-    // A second replica over the same store.
-    let (other, _) = app_again(dir.path()).await;
     let page = |app: &axum::Router, cookie: &str| {
         let (app, cookie) = (app.clone(), cookie.to_string());
         async move {
@@ -480,9 +479,4 @@ async fn a_session_ends_at_logout_and_at_revocation_on_every_replica_and_refuses
     )
     .await;
     assert_eq!(status, StatusCode::SEE_OTHER);
-}
-
-/// A second router (replica) over the store of [`app`] in `dir`.
-async fn app_again(dir: &std::path::Path) -> (axum::Router, Arc<ControlPlane>) {
-    crate::http::test_world::app(dir).await
 }

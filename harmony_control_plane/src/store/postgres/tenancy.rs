@@ -124,17 +124,19 @@ fn token_of(r: &Row) -> Result<TenantTokenRecord, Error> {
     })
 }
 
+/// Locks tenant `name`'s row for the transaction, so that every write of one tenant's caps,
+/// projects and quotas takes its turn (and the cap check sees the other's write); `false` when
+/// there is no such tenant.
+async fn lock_tenant(tx: &deadpool_postgres::Transaction<'_>, name: &str) -> Result<bool, Error> {
+    Ok(tx
+        .query_opt("SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE", &[&name])
+        .await?
+        .is_some())
+}
+
 async fn create_project(c: &mut Client, p: &ProjectRecord) -> Result<ProjectCreated, Error> {
     let tx = c.transaction().await?;
-    // Serialises with other writes of this tenant (and finds whether it exists).
-    if tx
-        .query_opt(
-            "SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE",
-            &[&p.tenant],
-        )
-        .await?
-        .is_none()
-    {
+    if !lock_tenant(&tx, &p.tenant).await? {
         return Ok(ProjectCreated::NoTenant);
     }
     let n = tx
@@ -179,13 +181,7 @@ async fn set_quota(
     asked: &ProjectQuota,
 ) -> Result<QuotaSet, Error> {
     let tx = c.transaction().await?;
-    if tx
-        .query_opt(
-            "SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE",
-            &[&tenant],
-        )
-        .await?
-        .is_none()
+    if !lock_tenant(&tx, tenant).await?
         || tx
             .query_opt(
                 "SELECT 1 FROM projects WHERE tenant = $1 AND project = $2",
@@ -235,14 +231,7 @@ async fn set_cap(
     cap: &ProjectQuota,
 ) -> Result<CapSet, Error> {
     let tx = c.transaction().await?;
-    if tx
-        .query_opt(
-            "SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE",
-            &[&tenant],
-        )
-        .await?
-        .is_none()
-    {
+    if !lock_tenant(&tx, tenant).await? {
         return Ok(CapSet::NoTenant);
     }
     let grants = tx
