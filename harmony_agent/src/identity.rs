@@ -207,7 +207,7 @@ impl IdentityStore {
                     &[object],
                     &ApplyOptions {
                         force_conflicts: true,
-                        owner: None,
+                        ..ApplyOptions::default()
                     },
                 )
                 .await

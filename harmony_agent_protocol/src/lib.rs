@@ -214,6 +214,11 @@ pub struct Hello {
     /// The largest frame the agent accepts; the control plane refuses larger requests at submit.
     #[serde(default = "max_frame_default")]
     pub max_frame_bytes: u64,
+    /// The kinds its cluster serves cluster-scoped, lower-case, from API discovery when the
+    /// connection opened (empty when discovery failed): the control plane refuses a project's
+    /// request naming any of them, in any spelling, at submit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_scoped: Vec<String>,
 }
 
 /// `welcome`: the control plane's answer to a valid hello.

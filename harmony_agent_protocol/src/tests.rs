@@ -11,6 +11,7 @@ fn frames_round_trip_with_the_documented_shape() {
         ops: vec!["apply_manifests".into()],
         protocol: 1,
         max_frame_bytes: 1024,
+        cluster_scoped: vec!["clusterrole".into()],
     });
     let text = encode(&hello);
     let v: Value = serde_json::from_str(&text).unwrap();
@@ -93,6 +94,7 @@ fn seeds() -> Vec<String> {
             ops: vec!["apply_manifests".into(), "get_inventory".into()],
             protocol: 1,
             max_frame_bytes: 4096,
+            cluster_scoped: Vec::new(),
         })),
         encode(&Frame::Ping(Ping {
             seq: 9,

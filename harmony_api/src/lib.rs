@@ -451,8 +451,16 @@ pub struct CreateService {
 /// A service instance as the control plane reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServiceInstance {
-    /// The instance id.
+    /// The instance id: for a tenant, the id it chose (ids live in each tenant); for the admin,
+    /// the stored id, which for a project's instance is the tenant's id, `-` and 10 hex digits
+    /// (the name its agent and provider know it by).
     pub id: String,
+    /// The tenant owning it (shown to the admin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    /// The project owning it (shown to the admin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
     /// The service type.
     #[serde(rename = "type", default)]
     pub service_type: String,

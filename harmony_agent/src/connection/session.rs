@@ -73,7 +73,7 @@ impl super::Agent {
         Ok((SecretString::new(text.trim()), true))
     }
 
-    fn hello(&self) -> Frame {
+    fn hello(&self, cluster_scoped: Vec<String>) -> Frame {
         Frame::Hello(Hello {
             agent_version: env!("CARGO_PKG_VERSION").into(),
             region: self.config.region.clone(),
@@ -81,6 +81,7 @@ impl super::Agent {
             ops: Op::ALL.iter().map(|o| o.as_str().to_string()).collect(),
             protocol: PROTOCOL_VERSION,
             max_frame_bytes: self.config.max_frame_bytes,
+            cluster_scoped,
         })
     }
 
@@ -197,6 +198,11 @@ impl super::Agent {
         };
         let (credential, bootstrapping) = self.credential()?;
         let max_frame = self.config.max_frame_bytes;
+        // Discovered before dialling: the control plane waits a bounded time for the hello.
+        let cluster_scoped = tokio::select! {
+            kinds = self.executor.cluster_scoped_kinds() => kinds,
+            _ = shutdown.wait_for(|s| *s) => return Ok(End::Shutdown),
+        };
         let mut ws = tokio::select! {
             dialled = dial::dial(&self.url, &self.tls, &credential, max_frame) => match dialled {
                 Ok(ws) => ws,
@@ -204,7 +210,8 @@ impl super::Agent {
             },
             _ = shutdown.wait_for(|s| *s) => return Ok(End::Shutdown),
         };
-        if let Err(e) = send(&mut ws, self.hello(), MAX_FRAME_BYTES as u64).await {
+        let hello = self.hello(cluster_scoped);
+        if let Err(e) = send(&mut ws, hello, MAX_FRAME_BYTES as u64).await {
             return lost(format!("sending hello: {e}"));
         }
         let welcome = match tokio::time::timeout(CONNECT_TIMEOUT, ws.next()).await {

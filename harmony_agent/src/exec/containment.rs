@@ -57,6 +57,33 @@ impl KindScopes {
     }
 }
 
+/// The kinds the cluster serves cluster-scoped, lower-case and sorted, from API discovery
+/// (reported in the agent's hello so the control plane refuses them at submit). `None` when
+/// discovery did not answer within 5 s.
+pub async fn cluster_scoped_kinds(client: &kube::Client) -> Option<Vec<String>> {
+    let discovery = kube::discovery::Discovery::new(client.clone()).run();
+    let discovery = match tokio::time::timeout(std::time::Duration::from_secs(5), discovery).await {
+        Ok(Ok(d)) => d,
+        Ok(Err(e)) => {
+            log::warn!("API discovery for the hello's cluster-scoped kinds: {e}");
+            return None;
+        }
+        Err(_) => {
+            log::warn!("API discovery for the hello's cluster-scoped kinds took over 5 s");
+            return None;
+        }
+    };
+    let mut kinds: Vec<String> = discovery
+        .groups()
+        .flat_map(|g| g.recommended_resources())
+        .filter(|(_, caps)| caps.scope == Scope::Cluster)
+        .map(|(ar, _)| ar.kind.to_ascii_lowercase())
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    Some(kinds)
+}
+
 fn outside(scope: &ProjectScope, object: &str, why: &str) -> ErrorBody {
     ErrorBody::new(
         code::FORBIDDEN,

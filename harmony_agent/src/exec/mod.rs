@@ -49,6 +49,8 @@ pub struct Executor {
     presence: presence::Presence,
     /// Which kinds are namespaced (containment of project requests).
     kinds: containment::KindScopes,
+    /// The last cluster-scoped kinds discovery gave (see [`Executor::cluster_scoped_kinds`]).
+    cluster_scoped: Mutex<Vec<String>>,
 }
 
 impl Executor {
@@ -70,6 +72,7 @@ impl Executor {
             peer_max_frame: AtomicU64::new(MAX_FRAME_BYTES as u64),
             presence: presence::Presence::new(None),
             kinds: containment::KindScopes::default(),
+            cluster_scoped: Mutex::new(Vec::new()),
         }
     }
 
@@ -111,6 +114,26 @@ impl Executor {
             Ok(Err(e)) => Err(format!("API server unreachable: {e}")),
             Err(_) => Err("API server did not answer within 5s".into()),
         }
+    }
+
+    /// The kinds the cluster serves cluster-scoped (lower-case), for the hello: from discovery
+    /// now, or the last list discovery gave when it does not answer (empty before any).
+    pub async fn cluster_scoped_kinds(&self) -> Vec<String> {
+        let found = match self.topology(false, false).await.and_then(|t| t.client()) {
+            Ok(client) => containment::cluster_scoped_kinds(&client).await,
+            Err(e) => {
+                log::warn!("no cluster client for API discovery: {e}");
+                None
+            }
+        };
+        let mut last = self
+            .cluster_scoped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(kinds) = found {
+            *last = kinds;
+        }
+        last.clone()
     }
 
     /// Requests executing now.

@@ -252,9 +252,12 @@ impl Executor {
             .topology(p.dry_run, p.prune)
             .await
             .map_err(|e| body(&e))?;
+        // A project's ownership records live in its namespace: another tenant's owner of the
+        // same name is another ApplySet, and a prune lists only the project's namespace.
         let options = ApplyOptions {
             force_conflicts: p.force_conflicts,
             owner: p.owner,
+            owner_namespace: req.project.as_ref().map(|s| s.namespace.clone()),
         };
         let wait = match p.wait_timeout_s {
             Some(s) if !p.dry_run => WaitPolicy::within(Duration::from_secs(s.clamp(1, 86_400))),

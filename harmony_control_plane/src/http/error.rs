@@ -140,6 +140,9 @@ impl From<ScopeError> for Failure {
                 Failure::new(StatusCode::NOT_FOUND, message).code(code::NOT_FOUND)
             }
             ScopeError::NoQuota { .. } => Failure::new(StatusCode::UNPROCESSABLE_ENTITY, message),
+            ScopeError::ClusterScoped(..) => {
+                Failure::new(StatusCode::UNPROCESSABLE_ENTITY, message).code(code::CONTAINMENT)
+            }
             ScopeError::Store(e) => store(&e),
         }
     }

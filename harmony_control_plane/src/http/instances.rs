@@ -7,18 +7,35 @@ use harmony_api::{CreateService, ServiceInstance, ServiceList};
 use serde_json::{Map, Value};
 
 use super::{AppState, Body, Caller, Failure};
+use crate::services::instance_ids;
 use crate::services::instances::{self, Deleted, InstanceError, NewInstance};
 use crate::services::tenancy::TenancyError;
 use crate::store::{Owner, ServiceRecord};
 
-/// The API view of a stored instance.
-pub fn instance(r: ServiceRecord) -> ServiceInstance {
+/// The API view of a stored instance for `viewer`: a tenant sees the ids it gave (its own and
+/// its parent's); the admin sees stored ids with the tenant and project.
+pub fn instance(r: ServiceRecord, viewer: Option<&str>) -> ServiceInstance {
+    let (id, parent) = match viewer {
+        Some(t) => (
+            instance_ids::shown_id(t, &r.id).to_string(),
+            r.parent
+                .as_deref()
+                .map(|p| instance_ids::shown_id(t, p).to_string()),
+        ),
+        None => (r.id.clone(), r.parent.clone()),
+    };
+    let (tenant, project) = match (viewer, r.owner) {
+        (None, Some(o)) => (Some(o.tenant), Some(o.project)),
+        _ => (None, None),
+    };
     ServiceInstance {
-        id: r.id,
+        id,
+        tenant,
+        project,
         service_type: r.service_type,
         region: r.region,
         zone: (!r.zone.is_empty()).then_some(r.zone),
-        parent: r.parent,
+        parent,
         state: r.state.as_str().to_string(),
         detail: r.detail,
         provider: r.provider,
@@ -33,6 +50,8 @@ pub fn instance(r: ServiceRecord) -> ServiceInstance {
 fn ended(id: &str, state: &str, detail: Option<String>) -> ServiceInstance {
     ServiceInstance {
         id: id.to_string(),
+        tenant: None,
+        project: None,
         service_type: String::new(),
         region: String::new(),
         zone: None,
@@ -122,11 +141,17 @@ pub async fn create(
         StatusCode::ACCEPTED
     };
     Ok(match created.record {
-        Some(r) => (status, Json(instance(r))),
+        Some(r) => (status, Json(instance(r, caller.tenant()))),
         // Its provider reported it deleted before it could be read back.
         None => (
             StatusCode::ACCEPTED,
-            Json(ended(&created.id, "deleted", None)),
+            Json(ended(
+                caller.tenant().map_or(created.id.as_str(), |t| {
+                    instance_ids::shown_id(t, &created.id)
+                }),
+                "deleted",
+                None,
+            )),
         ),
     })
 }
@@ -135,7 +160,10 @@ pub async fn create(
 pub async fn list(State(s): State<AppState>, caller: Caller) -> Result<Json<ServiceList>, Failure> {
     let services = instances::list(&s.cp, caller.tenant()).await?;
     Ok(Json(ServiceList {
-        services: services.into_iter().map(instance).collect(),
+        services: services
+            .into_iter()
+            .map(|r| instance(r, caller.tenant()))
+            .collect(),
     }))
 }
 
@@ -147,6 +175,7 @@ pub async fn one(
 ) -> Result<Json<ServiceInstance>, Failure> {
     Ok(Json(instance(
         instances::one(&s.cp, &id, caller.tenant()).await?,
+        caller.tenant(),
     )))
 }
 
@@ -157,12 +186,14 @@ pub async fn delete(
     Path(id): Path<String>,
     caller: Caller,
 ) -> Result<(StatusCode, Json<ServiceInstance>), Failure> {
-    if !caller.is_admin() {
-        instances::one(&s.cp, &id, caller.tenant()).await?;
-    }
-    Ok(match instances::delete(&s.cp, &id).await? {
+    // A tenant deletes by the id it gave; the admin by the stored id.
+    let stored = match caller.tenant() {
+        Some(_) => instances::one(&s.cp, &id, caller.tenant()).await?.id,
+        None => id.clone(),
+    };
+    Ok(match instances::delete(&s.cp, &stored).await? {
         Deleted::Cancelled => (StatusCode::OK, Json(ended(&id, "cancelled", None))),
         Deleted::Gone(detail) => (StatusCode::OK, Json(ended(&id, "deleted", detail))),
-        Deleted::Deleting(r) => (StatusCode::ACCEPTED, Json(instance(*r))),
+        Deleted::Deleting(r) => (StatusCode::ACCEPTED, Json(instance(*r, caller.tenant()))),
     })
 }

@@ -101,7 +101,7 @@ pub async fn submit(
         return Ok(Json(res).into_response());
     }
     let (accepted, rx) = requests::stream(s.cp.clone(), &region, sub, wait).await?;
-    let id = accepted.id;
+    let id = accepted.shown;
     let lines = futures::stream::unfold(Some(rx), move |rx| {
         let id = id.clone();
         async move {

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::time::Duration;
 
+use super::instance_ids::{self, MAX_TENANT_ID_CHARS};
 use super::placement::{self, Placement, RegionOffers};
 use super::settle::{self, Answer, Verb};
 use super::{ControlPlane, requests};
@@ -90,11 +91,13 @@ pub struct NewInstance {
     pub spec: Option<Value>,
     /// The region; the control plane chooses when `None`.
     pub region: Option<String>,
-    /// The id; `svc-` and 10 random hex digits when `None`.
+    /// The id, in the owner's tenant (see [`super::instance_ids`]); `svc-` and 16 random hex
+    /// digits when `None`.
     pub id: Option<String>,
     /// The tenant and project owning it (checked by the caller).
     pub owner: Option<crate::store::Owner>,
-    /// The instance it belongs to: placed in its parent's region and zone.
+    /// The instance it belongs to, by its id in the owner's tenant: placed in its parent's
+    /// region and zone.
     pub parent: Option<String>,
 }
 
@@ -103,7 +106,7 @@ pub struct NewInstance {
 pub struct Created {
     /// The record as it stands now (`None`: its provider reported it deleted at once).
     pub record: Option<ServiceRecord>,
-    /// The instance id.
+    /// The instance's stored id.
     pub id: String,
     /// Whether the provider answered within [`ANSWER_WAIT`] (otherwise it is pending or queued).
     pub settled: bool,
@@ -120,13 +123,15 @@ pub enum Deleted {
     Deleting(Box<ServiceRecord>),
 }
 
-fn exists(rec: &ServiceRecord) -> InstanceError {
+/// The id is taken in the caller's own tenant (`id` as the caller named it).
+fn exists(id: &str, rec: &ServiceRecord) -> InstanceError {
     InstanceError::Exists(format!(
-        "service instance \"{}\" already exists in region \"{}\" (state {}); choose another id, or delete it first with DELETE /v1/services/{}",
-        rec.id, rec.region, rec.state, rec.id
+        "service instance \"{id}\" already exists in region \"{}\" (state {}); choose another id, or delete it first with DELETE /v1/services/{id}",
+        rec.region, rec.state
     ))
 }
 
+/// The id as the caller gave it (or a random one) and the spec, checked.
 fn checked(new: NewInstance) -> Result<(String, Value), InstanceError> {
     let invalid = |field, reason: String| InstanceError::Invalid { field, reason };
     Dns1123Label::parse(&new.service_type).map_err(|e| invalid("type", e.to_string()))?;
@@ -143,11 +148,19 @@ fn checked(new: NewInstance) -> Result<(String, Value), InstanceError> {
     let id = match new.id {
         Some(id) => {
             Dns1123Label::parse(&id).map_err(|e| invalid("id", e.to_string()))?;
+            if new.owner.is_some() && id.len() > MAX_TENANT_ID_CHARS {
+                return Err(invalid(
+                    "id",
+                    format!(
+                        "a project's instance id is at most {MAX_TENANT_ID_CHARS} characters (its agent knows it with 11 more: a hash of the tenant); shorten it, or omit it to let the control plane choose"
+                    ),
+                ));
+            }
             id
         }
         None => format!(
             "svc-{}",
-            super::random_hex(5).map_err(|e| InstanceError::Internal(e.to_string()))?
+            super::random_hex(8).map_err(|e| InstanceError::Internal(e.to_string()))?
         ),
     };
     Ok((id, spec))
@@ -158,18 +171,31 @@ pub async fn create(cp: &ControlPlane, new: NewInstance) -> Result<Created, Inst
     let t = new.service_type.clone();
     let mut named = new.region.clone();
     let owner = new.owner.clone();
-    let parent = new.parent.clone();
-    let (id, spec) = checked(new)?;
-    let pin = match &parent {
+    let tenant = owner.as_ref().map(|o| o.tenant.clone());
+    let tenant = tenant.as_deref();
+    let asked_parent = new.parent.clone();
+    let (name, spec) = checked(new)?;
+    let id = instance_ids::stored_id(tenant, &name);
+    // The parent is named in the owner's tenant: another tenant's is not found, like a
+    // missing one.
+    let (parent, pin) = match &asked_parent {
         Some(p) => {
-            let (region, zone) = super::zones::parent_place(cp, &id, p, named.as_deref()).await?;
+            let Some(p_rec) = instance_ids::find(cp, p, tenant).await? else {
+                return Err(InstanceError::Invalid {
+                    field: "parent",
+                    reason: format!(
+                        "no service instance \"{p}\"; create the parent first or omit parent"
+                    ),
+                });
+            };
+            let (region, zone) = parent_place(&name, p, &p_rec, named.as_deref())?;
             named = Some(region.clone());
-            Some((region, zone))
+            (Some(p_rec.id), Some((region, zone)))
         }
-        None => None,
+        None => (None, None),
     };
-    if let Some(existing) = cp.store.service(&id).await? {
-        return Err(exists(&existing));
+    if let Some(existing) = instance_ids::find(cp, &name, tenant).await? {
+        return Err(exists(&name, &existing));
     }
     let offers =
         super::zones::region_offers(cp, pin.as_ref().map(|(r, z)| (r.as_str(), z.as_str())))
@@ -206,7 +232,7 @@ pub async fn create(cp: &ControlPlane, new: NewInstance) -> Result<Created, Inst
                 format!("sent to region \"{region}\"; waiting for its agent's answer"),
                 1,
             );
-            insert(cp, &rec).await?;
+            insert(cp, &rec, &name).await?;
             log::info!("service instance {id} ({t}): placed in region {region}, dispatching");
             let answered = match settle::send_or_fail(cp, &rec, Verb::Create).await? {
                 Some(accepted) => match requests::wait_answer(cp, &accepted, ANSWER_WAIT).await {
@@ -230,9 +256,9 @@ pub async fn create(cp: &ControlPlane, new: NewInstance) -> Result<Created, Inst
             })
         }
         Placement::Queue { region, why } => {
-            let detail = settle::queued_detail(&why, &id, &region, &t);
+            let detail = settle::queued_detail(&why, &name, &region, &t);
             let rec = record(&region, InstanceState::Queued, detail, 0);
-            insert(cp, &rec).await?;
+            insert(cp, &rec, &name).await?;
             log::info!("service instance {id} ({t}): queued for region {region}: {why}");
             Ok(Created {
                 record: Some(rec),
@@ -254,15 +280,34 @@ pub async fn create(cp: &ControlPlane, new: NewInstance) -> Result<Created, Inst
     }
 }
 
-async fn insert(cp: &ControlPlane, rec: &ServiceRecord) -> Result<(), InstanceError> {
+/// Where a child goes: its parent's region and zone (`child` and `parent` as the caller named
+/// them); naming another region is a containment error.
+fn parent_place(
+    child: &str,
+    parent: &str,
+    p: &ServiceRecord,
+    named: Option<&str>,
+) -> Result<(String, String), InstanceError> {
+    if let Some(region) = named.filter(|r| *r != p.region) {
+        return Err(InstanceError::Containment {
+            child: child.to_string(),
+            parent: parent.to_string(),
+            child_region: region.to_string(),
+            parent_region: p.region.clone(),
+        });
+    }
+    Ok((p.region.clone(), p.zone.clone()))
+}
+
+/// Stores a new record (`name`: its id as the caller gave it).
+async fn insert(cp: &ControlPlane, rec: &ServiceRecord, name: &str) -> Result<(), InstanceError> {
     if cp.store.insert_service(rec).await? {
         return Ok(());
     }
     match cp.store.service(&rec.id).await? {
-        Some(existing) => Err(exists(&existing)),
+        Some(existing) => Err(exists(name, &existing)),
         None => Err(InstanceError::Exists(format!(
-            "service instance \"{}\" was created and removed concurrently; retry",
-            rec.id
+            "service instance \"{name}\" was created and removed concurrently; retry"
         ))),
     }
 }
@@ -282,16 +327,15 @@ pub async fn list(
     Ok(all)
 }
 
-/// One instance, if `viewer` may see it (another tenant's does not exist for it).
+/// One instance by the id `viewer` knows it by (a tenant: the id it gave; the admin: the stored
+/// id); another tenant's does not exist for it.
 pub async fn one(
     cp: &ControlPlane,
     id: &str,
     viewer: Option<&str>,
 ) -> Result<ServiceRecord, InstanceError> {
-    cp.store
-        .service(id)
+    instance_ids::find(cp, id, viewer)
         .await?
-        .filter(|r| visible(r, viewer))
         .ok_or_else(|| InstanceError::NotFound(id.to_string()))
 }
 

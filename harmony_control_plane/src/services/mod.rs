@@ -8,6 +8,7 @@
 pub mod dispatch;
 pub mod health;
 pub mod identities;
+pub mod instance_ids;
 pub mod instances;
 pub mod page_sessions;
 pub mod placement;

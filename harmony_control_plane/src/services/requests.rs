@@ -4,6 +4,13 @@
 //! The id is an idempotency key: the same id with the same region, op and params (as canonical
 //! JSON: keys in any order, any spacing) joins the first request (or returns its stored
 //! result); the same id with anything else is refused.
+//!
+//! Ids live in the tenant a request runs for: a tenant's `r1` is stored as `<tenant>@r1`
+//! ([`scoped_id`]), so another tenant's `r1` never conflicts with it, never changes the answer
+//! and cannot be taken ahead of it. A caller's id cannot hold `@`, so no caller can name a
+//! stored id of another tenant, and the admin reads every request by its tenant-qualified id.
+//! Instance requests (`<instance>.<verb>.<attempt>`, [`super::settle`]) are submitted by the
+//! control plane with [`submit_as`] under ids no caller can send.
 //! Waiting uses store events (`RequestDone`, `Progress`) and polls every second as a safety net,
 //! so a lost event delays an answer by at most a second and never loses it.
 
@@ -149,8 +156,10 @@ pub struct Submission {
 /// A persisted request.
 #[derive(Debug, Clone)]
 pub struct Accepted {
-    /// Its id.
+    /// Its stored id (tenant-qualified for a tenant's request, see [`scoped_id`]).
     pub id: String,
+    /// Its id as the caller named it (what answers and errors show).
+    pub shown: String,
     /// Its region.
     pub region: String,
     /// The zone it was placed in.
@@ -201,6 +210,26 @@ pub fn request_id(id: Option<String>) -> Result<String, RequestError> {
     }
 }
 
+/// The separator of a tenant-qualified request id: never in a caller's id.
+pub const TENANT_SEP: char = '@';
+
+/// The stored id of a caller's request `id` run for `tenant` (`None`: the admin's own).
+pub fn scoped_id(tenant: Option<&str>, id: &str) -> String {
+    match tenant {
+        Some(t) => format!("{t}{TENANT_SEP}{id}"),
+        None => id.to_string(),
+    }
+}
+
+/// The id a viewer knows a stored request by: without its tenant for that tenant; the stored
+/// (tenant-qualified) id for the admin.
+pub fn shown_id<'a>(viewer: Option<&str>, stored: &'a str) -> &'a str {
+    viewer
+        .and_then(|t| stored.strip_prefix(t))
+        .and_then(|rest| rest.strip_prefix(TENANT_SEP))
+        .unwrap_or(stored)
+}
+
 /// The size of the `req` frame that would carry this request, and whether it fits `limit`.
 pub fn frame_size(id: &str, op: &str, params: &RawJson) -> u64 {
     let req = Req {
@@ -212,14 +241,27 @@ pub fn frame_size(id: &str, op: &str, params: &RawJson) -> u64 {
     encoded_len(&Frame::Req(req)) as u64
 }
 
-/// Persists a request for `region` (or finds the identical one already stored) and wakes the
-/// replica holding the agent of the zone it is placed in.
+/// Persists a caller's request for `region` (or finds the identical one already stored) under
+/// its tenant-scoped id, and wakes the replica holding the agent of the zone it is placed in.
 pub async fn submit(
     cp: &ControlPlane,
     region: &str,
     sub: Submission,
 ) -> Result<Accepted, RequestError> {
-    let id = request_id(sub.id.clone())?;
+    let shown = request_id(sub.id.clone())?;
+    let tenant = sub.scope.as_ref().map(|s| s.tenant.clone());
+    submit_as(cp, region, scoped_id(tenant.as_deref(), &shown), shown, sub).await
+}
+
+/// Persists a request under the stored id `id` (shown to its caller as `shown`); the control
+/// plane's own requests come here directly, with ids no caller can send.
+pub(crate) async fn submit_as(
+    cp: &ControlPlane,
+    region: &str,
+    id: String,
+    shown: String,
+    sub: Submission,
+) -> Result<Accepted, RequestError> {
     if sub.op.trim().is_empty() {
         return Err(RequestError::InvalidOp);
     }
@@ -232,12 +274,24 @@ pub async fn submit(
         return Err(RequestError::Decommissioned(region.to_string()));
     }
     let zone = super::zones::place_request(cp, &record, &sub).await?;
+    let session = cp.store.session(region, &zone).await?;
+    // A project's objects: none of a kind the zone's cluster serves cluster-scoped (from its
+    // agent's last hello).
+    if let Some(scope) = &sub.scope {
+        let hello: Option<harmony_agent_protocol::Hello> = session
+            .as_ref()
+            .and_then(|s| serde_json::from_str(&s.hello_json).ok());
+        if let Some(hello) = hello {
+            super::scope::check_reported(
+                &sub.op,
+                &sub.params,
+                &super::scope::namespace_of(scope),
+                &hello.cluster_scoped,
+            )?;
+        }
+    }
     // The agent's limit from its last hello; before any hello, the protocol's default.
-    let limit = cp
-        .store
-        .session(region, &zone)
-        .await?
-        .map_or(MAX_FRAME_BYTES as u64, |s| s.max_frame_bytes);
+    let limit = session.map_or(MAX_FRAME_BYTES as u64, |s| s.max_frame_bytes);
     // The project scope travels on the frame too (`,"project":` and its JSON).
     let size = frame_size(&id, &sub.op, &sub.params)
         + sub
@@ -246,7 +300,7 @@ pub async fn submit(
             .map_or(0, |s| s.project_json.len() as u64 + 11);
     if size > limit {
         return Err(RequestError::TooLarge {
-            id,
+            id: shown,
             region: region.to_string(),
             size,
             limit,
@@ -270,6 +324,7 @@ pub async fn submit(
             }
             Ok(Accepted {
                 id,
+                shown,
                 region: region.to_string(),
                 zone,
                 created: true,
@@ -279,18 +334,20 @@ pub async fn submit(
             log::debug!("request {id} for region {region}: joins the identical earlier request");
             Ok(Accepted {
                 id,
+                shown,
                 region: r.region,
                 zone: r.zone,
                 created: false,
             })
         }
+        // Only the admin's unscoped ids can meet a request of a tenant (an instance request).
         Submitted::Mismatch(r)
             if tenant_of(&r) != new.scope.as_ref().map(|s| s.tenant.as_str()) =>
         {
-            Err(RequestError::IdTaken(id))
+            Err(RequestError::IdTaken(shown))
         }
         Submitted::Mismatch(r) => Err(RequestError::DuplicateId {
-            id,
+            id: shown,
             region: r.region,
             op: r.op,
         }),
@@ -376,9 +433,9 @@ async fn await_answer(
                 .store
                 .request(id)
                 .await?
-                .ok_or_else(|| RequestError::NotFound(id.to_string()))?;
+                .ok_or_else(|| RequestError::NotFound(accepted.shown.clone()))?;
             if record.state.is_finished() {
-                return finished(record);
+                return finished(record, &accepted.shown);
             }
         }
         read = true;
@@ -407,13 +464,13 @@ async fn await_answer(
             if let Some(r) = cp.store.request(id).await?
                 && r.state.is_finished()
             {
-                return finished(r);
+                return finished(r, &accepted.shown);
             }
             let session = cp.store.session(&accepted.region, &accepted.zone).await?;
             let policy = cp.settings.policy;
             let (health, reason, _) = regions::health_of(session.as_ref(), now_ms(), &policy);
             return Err(RequestError::Timeout {
-                id: id.to_string(),
+                id: accepted.shown.clone(),
                 region: accepted.region.clone(),
                 waited_s: started.elapsed().as_secs_f64(),
                 health,
@@ -423,18 +480,23 @@ async fn await_answer(
     }
 }
 
-/// The answer of a finished request.
-fn finished(r: RequestRecord) -> Result<Res, RequestError> {
+/// The answer of a finished request, with the id its caller knows (`shown`).
+fn finished(r: RequestRecord, shown: &str) -> Result<Res, RequestError> {
     let res = parse_res(&r)?;
     match r.state {
         RequestState::Cancelled => Err(RequestError::Cancelled {
-            id: r.id,
+            id: shown.to_string(),
             region: r.region,
             message: res
                 .and_then(|res| res.error.map(|e| e.message))
                 .unwrap_or_else(|| "no reason stored".into()),
         }),
-        _ => res.ok_or_else(|| RequestError::Internal(format!("request {} has no result", r.id))),
+        _ => res
+            .map(|mut res| {
+                res.id = shown.to_string();
+                res
+            })
+            .ok_or_else(|| RequestError::Internal(format!("request {shown} has no result"))),
     }
 }
 
@@ -451,20 +513,42 @@ fn tenant_of(r: &RequestRecord) -> Option<&str> {
     r.scope.as_ref().map(|s| s.tenant.as_str())
 }
 
+/// The stored request a viewer names `id`: for a tenant, its own `id` (scoped), else one of
+/// its requests stored unscoped (its instances' requests, requests from before ids were
+/// scoped); another tenant's is not found, exactly like a missing one.
+async fn lookup(
+    cp: &ControlPlane,
+    id: &str,
+    viewer: Option<&str>,
+) -> Result<Option<RequestRecord>, RequestError> {
+    let Some(tenant) = viewer else {
+        return Ok(cp.store.request(id).await?);
+    };
+    if let Some(r) = cp.store.request(&scoped_id(Some(tenant), id)).await? {
+        return Ok(Some(r));
+    }
+    Ok(cp
+        .store
+        .request(id)
+        .await?
+        .filter(|r| tenant_of(r) == Some(tenant)))
+}
+
 /// A request as stored, for `GET /v1/requests/{id}`; for a tenant (`viewer`), only its own
-/// requests exist.
+/// requests exist, by the ids it sent.
 pub async fn status(
     cp: &ControlPlane,
     id: &str,
     viewer: Option<&str>,
 ) -> Result<RequestStatus, RequestError> {
-    let r = cp
-        .store
-        .request(id)
+    let r = lookup(cp, id, viewer)
         .await?
-        .filter(|r| viewer.is_none() || tenant_of(r) == viewer)
         .ok_or_else(|| RequestError::NotFound(id.to_string()))?;
-    let res = parse_res(&r)?;
+    let mut res = parse_res(&r)?;
+    let shown = shown_id(viewer, &r.id).to_string();
+    if let Some(res) = res.as_mut() {
+        res.id = shown.clone();
+    }
     Ok(RequestStatus {
         state: match r.state {
             RequestState::Queued => harmony_api::RequestState::Queued,
@@ -472,7 +556,7 @@ pub async fn status(
             RequestState::Done => harmony_api::RequestState::Done,
             RequestState::Cancelled => harmony_api::RequestState::Cancelled,
         },
-        id: r.id,
+        id: shown,
         region: r.region,
         zone: (!r.zone.is_empty()).then_some(r.zone),
         op: r.op,

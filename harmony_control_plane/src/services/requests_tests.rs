@@ -75,7 +75,9 @@ fn a_finished_request_answers_its_stored_result_byte_for_byte() {
         RequestState::Done,
         Some(r#"{"id":"r1","ok":true,"result":{"n":1e2}}"#),
     );
-    let res = finished(done).unwrap();
+    // A tenant's request is stored as `acme@r1`; its answer carries the id the tenant sent.
+    let res = finished(done, "r1").unwrap();
+    assert_eq!(res.id, "r1");
     assert_eq!(res.result.unwrap().get(), r#"{"n":1e2}"#);
     let cancelled = record(
         RequestState::Cancelled,
@@ -83,14 +85,29 @@ fn a_finished_request_answers_its_stored_result_byte_for_byte() {
             r#"{"id":"r1","ok":false,"error":{"code":"unreachable","message":"region eu was decommissioned"}}"#,
         ),
     );
-    match finished(cancelled) {
+    match finished(cancelled, "r1") {
         Err(RequestError::Cancelled { message, .. }) => {
             assert_eq!(message, "region eu was decommissioned")
         }
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        finished(record(RequestState::Done, Some("{"))),
+        finished(record(RequestState::Done, Some("{")), "r1"),
         Err(RequestError::Internal(_))
+    ));
+}
+
+#[test]
+fn request_ids_are_scoped_per_tenant_and_shown_without_the_tenant() {
+    assert_eq!(scoped_id(Some("acme"), "r1"), "acme@r1");
+    assert_eq!(scoped_id(None, "r1"), "r1");
+    assert_eq!(shown_id(Some("acme"), "acme@r1"), "r1");
+    // The admin sees the tenant-qualified id; a tenant never strips another's prefix.
+    assert_eq!(shown_id(None, "acme@r1"), "acme@r1");
+    assert_eq!(shown_id(Some("acm"), "acme@r1"), "acme@r1");
+    // A caller cannot send a qualified id.
+    assert!(matches!(
+        request_id(Some("beta@r1".into())),
+        Err(RequestError::InvalidId)
     ));
 }

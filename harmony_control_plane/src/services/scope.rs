@@ -61,6 +61,11 @@ pub enum ScopeError {
     /// The caller's token does not allow it (403).
     #[error("{0}")]
     Forbidden(String),
+    /// An object of a project's request is of a cluster-scoped kind (422 `containment`).
+    #[error(
+        "params: {0} is cluster-scoped in this region's cluster; a project only holds namespaced objects of its namespace {1}"
+    )]
+    ClusterScoped(String, String),
     /// No such project for this tenant (404; another tenant's project too).
     #[error(
         "project: tenant \"{tenant}\" has no project \"{project}\"; list them with GET /v1/projects"
@@ -229,14 +234,21 @@ fn objects(op: &str, params: &RawJson) -> Result<Vec<Object>, ScopeError> {
     })
 }
 
-/// Refuses (403, naming the object) any object outside `namespace`, of a cluster-scoped kind,
-/// a `List`, or the quota objects the control plane keeps.
+/// Refuses any object of a kind cluster-scoped everywhere (422, in any spelling), and (403,
+/// naming the object) any object outside `namespace`, a `List`, or the quota objects the
+/// control plane keeps. The kinds the zone's cluster reports are checked at placement
+/// ([`check_reported`]).
 pub fn check_objects(op: &str, params: &RawJson, namespace: &str) -> Result<(), ScopeError> {
+    let everywhere: Vec<String> = CLUSTER_SCOPED_KINDS
+        .iter()
+        .map(|k| k.to_ascii_lowercase())
+        .collect();
+    check_reported(op, params, namespace, &everywhere)?;
     for o in objects(op, params)? {
         let named = format!("{} {}", o.kind, o.name);
-        if CLUSTER_SCOPED_KINDS.contains(&o.kind.as_str()) || o.kind.ends_with("List") {
+        if o.kind.to_ascii_lowercase().ends_with("list") {
             return Err(ScopeError::Forbidden(format!(
-                "params: {named} is cluster-scoped (or a list of objects); a project only holds objects of its namespace {namespace}"
+                "params: {named} is a list of objects; send its items, each in the project's namespace {namespace}"
             )));
         }
         if let Some(ns) = o.namespace.as_deref().filter(|ns| *ns != namespace) {
@@ -254,6 +266,36 @@ pub fn check_objects(op: &str, params: &RawJson, namespace: &str) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// Refuses (422) any object whose kind, in any spelling, is one of `cluster_scoped` (lower-case
+/// kinds, as an agent's hello reports them).
+pub fn check_reported(
+    op: &str,
+    params: &RawJson,
+    namespace: &str,
+    cluster_scoped: &[String],
+) -> Result<(), ScopeError> {
+    if cluster_scoped.is_empty() {
+        return Ok(());
+    }
+    for o in objects(op, params)? {
+        let kind = o.kind.to_ascii_lowercase();
+        if cluster_scoped.contains(&kind) {
+            return Err(ScopeError::ClusterScoped(
+                format!("{} {}", o.kind, o.name),
+                namespace.to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The namespace of a stored scope (empty when it does not parse).
+pub fn namespace_of(scope: &RequestScope) -> String {
+    serde_json::from_str::<ProjectScope>(&scope.project_json)
+        .map(|s| s.namespace)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -285,13 +327,35 @@ mod tests {
         let cluster = raw(
             r#"{"objects":[{"api_version":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","name":"admin"}]}"#,
         );
-        let e = check_objects("get_objects", &cluster, ns)
-            .unwrap_err()
-            .to_string();
+        let e = check_objects("get_objects", &cluster, ns).unwrap_err();
+        assert!(matches!(e, ScopeError::ClusterScoped(..)), "{e}");
         assert!(
-            e.contains("ClusterRole admin") && e.contains("cluster-scoped"),
+            e.to_string().contains("ClusterRole admin") && e.to_string().contains("cluster-scoped"),
             "{e}"
         );
+        // Every spelling of a kind cluster-scoped everywhere.
+        for kind in ["clusterrole", "CLUSTERROLE", "clusterRole", "namespace"] {
+            let p = raw(&format!(
+                r#"{{"manifests":[{{"apiVersion":"v1","kind":"{kind}","metadata":{{"name":"a"}}}}]}}"#
+            ));
+            assert!(
+                matches!(
+                    check_objects("apply_manifests", &p, ns),
+                    Err(ScopeError::ClusterScoped(..))
+                ),
+                "{kind}"
+            );
+        }
+        // A kind only the zone's cluster knows as cluster-scoped (a CRD), from its hello.
+        let gateway = raw(
+            r#"{"manifests":[{"apiVersion":"gateway.networking.k8s.io/v1","kind":"gatewayclass","metadata":{"name":"g"}}]}"#,
+        );
+        check_objects("apply_manifests", &gateway, ns).unwrap();
+        assert!(matches!(
+            check_reported("apply_manifests", &gateway, ns, &["gatewayclass".into()]),
+            Err(ScopeError::ClusterScoped(..))
+        ));
+        check_reported("apply_manifests", &ok, ns, &["gatewayclass".into()]).unwrap();
         let quota = raw(&format!(
             r#"{{"objects":[{{"api_version":"v1","kind":"ResourceQuota","namespace":"acme-web","name":"{QUOTA_NAME}"}}]}}"#
         ));

@@ -104,13 +104,16 @@ pub async fn send(
         None => None,
     };
     let sub = Submission {
-        id: Some(request_id(rec, verb)),
+        id: None,
         op,
         params,
         scope,
         zone: (!rec.zone.is_empty()).then(|| rec.zone.clone()),
     };
-    requests::submit(cp, &rec.region, sub).await
+    // Not a caller's id: submitted unscoped, where no tenant's id can reach (theirs are
+    // `<tenant>@...`), so no tenant can take it first.
+    let id = request_id(rec, verb);
+    requests::submit_as(cp, &rec.region, id.clone(), id, sub).await
 }
 
 /// Sends an attempt; when the request cannot even be queued, the attempt fails at once.

@@ -7,6 +7,7 @@ use harmony_agent_protocol::{Frame, ProviderHealth, RawJson, Req, Res};
 use std::time::Duration;
 
 use super::dispatch::Delivery;
+use super::instance_ids;
 use super::instances::{self, InstanceError};
 use super::requests::{self, RequestError, Submission};
 use super::scope::{self, Asked, ScopeError};
@@ -94,13 +95,26 @@ async fn a_project_request_carries_its_scope_on_every_delivery_and_only_its_tena
         .unwrap();
     let seen: ProjectScope = res.result.unwrap().parse().unwrap();
     assert_eq!(seen, expected);
-    // Its tenant and the admin read it; another tenant is told it does not exist.
-    assert!(requests::status(&cp, "p1", Some("acme")).await.is_ok());
-    assert!(requests::status(&cp, "p1", None).await.is_ok());
+    // Its tenant reads it as p1, the admin as acme@p1; another tenant is told it does not
+    // exist, by either id.
+    assert_eq!(
+        requests::status(&cp, "p1", Some("acme")).await.unwrap().id,
+        "p1"
+    );
+    assert_eq!(
+        requests::status(&cp, "acme@p1", None).await.unwrap().id,
+        "acme@p1"
+    );
     assert!(matches!(
-        requests::status(&cp, "p1", Some("beta")).await,
+        requests::status(&cp, "p1", None).await,
         Err(RequestError::NotFound(_))
     ));
+    for id in ["p1", "acme@p1"] {
+        assert!(matches!(
+            requests::status(&cp, id, Some("beta")).await,
+            Err(RequestError::NotFound(_))
+        ));
+    }
     // An admin request for no project carries none.
     let plain = Submission {
         id: Some("plain".into()),
@@ -140,18 +154,50 @@ async fn a_tenant_sees_only_its_own_service_instances() {
     instances::create(&cp, mine).await.unwrap();
     instances::create(&cp, new_queue("admin-1")).await.unwrap();
     let ids = |v: Vec<crate::store::ServiceRecord>| v.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    // Stored under a tenant-scoped id, found by the id the tenant gave.
+    let stored = instance_ids::stored_id(Some("acme"), "acme-1");
     assert_eq!(
         ids(instances::list(&cp, Some("acme")).await.unwrap()),
-        ["acme-1"]
+        std::slice::from_ref(&stored)
     );
     assert!(instances::list(&cp, Some("beta")).await.unwrap().is_empty());
     assert_eq!(instances::list(&cp, None).await.unwrap().len(), 2);
     let rec = instances::one(&cp, "acme-1", Some("acme")).await.unwrap();
     assert_eq!(rec.owner.unwrap().project, "web");
-    assert!(matches!(
-        instances::one(&cp, "acme-1", Some("beta")).await,
-        Err(InstanceError::NotFound(_))
-    ));
+    for id in ["acme-1", stored.as_str()] {
+        assert!(matches!(
+            instances::one(&cp, id, Some("beta")).await,
+            Err(InstanceError::NotFound(_))
+        ));
+    }
+    // Beta's acme-1 is its own: no conflict, and each tenant finds its own.
+    let mut theirs = new_queue("acme-1");
+    theirs.owner = Some(Owner {
+        tenant: "beta".into(),
+        project: "shop".into(),
+    });
+    instances::create(&cp, theirs).await.unwrap();
+    let b = instances::one(&cp, "acme-1", Some("beta")).await.unwrap();
+    assert_eq!(b.owner.unwrap().tenant, "beta");
+    assert_ne!(b.id, stored);
+    // A parent is named in the child's tenant: acme's acme-1 is not beta's to link to.
+    let mut child = new_queue("child");
+    child.owner = Some(Owner {
+        tenant: "beta".into(),
+        project: "shop".into(),
+    });
+    child.parent = Some(stored.clone());
+    let e = instances::create(&cp, child).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            InstanceError::Invalid {
+                field: "parent",
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[tokio::test]
@@ -282,7 +328,7 @@ async fn a_projects_service_instance_runs_in_its_project_and_needs_a_quota_in_it
     };
     // No quota in eu: the instance fails at once, naming the route that sets one.
     instances::create(&cp, owned("no-quota")).await.unwrap();
-    let failed = settled(&cp, "no-quota").await;
+    let failed = settled(&cp, &instance_ids::stored_id(Some("acme"), "no-quota")).await;
     assert_eq!(failed.state, InstanceState::Failed, "{failed:?}");
     assert!(
         failed
@@ -296,6 +342,6 @@ async fn a_projects_service_instance_runs_in_its_project_and_needs_a_quota_in_it
         .await
         .unwrap();
     instances::create(&cp, owned("with-quota")).await.unwrap();
-    let running = settled(&cp, "with-quota").await;
+    let running = settled(&cp, &instance_ids::stored_id(Some("acme"), "with-quota")).await;
     assert_eq!(running.state, InstanceState::Provisioning, "{running:?}");
 }

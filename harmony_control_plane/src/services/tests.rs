@@ -58,6 +58,7 @@ fn hello(region: &str, max_frame_bytes: u64) -> Hello {
         ops: vec![],
         protocol: 1,
         max_frame_bytes,
+        cluster_scoped: Vec::new(),
     }
 }
 

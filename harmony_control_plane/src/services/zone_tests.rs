@@ -36,6 +36,7 @@ async fn connect(cp: &ControlPlane, zone: &str) -> sessions::Opened {
         ops: vec![],
         protocol: 1,
         max_frame_bytes: 1 << 20,
+        cluster_scoped: Vec::new(),
     };
     let opened = sessions::open(cp, &hello).await.unwrap().unwrap();
     let status = AgentStatus {

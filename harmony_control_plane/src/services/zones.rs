@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use super::health::HealthPolicy;
 use super::placement::RegionOffers;
 use super::regions::{health_of, status_of};
-use super::{ControlPlane, instances, regions, requests};
+use super::{ControlPlane, regions, requests};
 use crate::store::{RegionRecord, SessionRecord, StoreError, ZoneRecord, now_ms};
 
 /// What the store says of each zone now: zone records, session rows and unanswered counts.
@@ -263,31 +263,4 @@ pub async fn region_offers(
             }
         })
         .collect())
-}
-
-/// The parent's region and zone for a child named `id` asking for `named` (its region, if
-/// any): the child inherits them; naming another region is refused (containment).
-pub(crate) async fn parent_place(
-    cp: &ControlPlane,
-    id: &str,
-    parent: &str,
-    named: Option<&str>,
-) -> Result<(String, String), instances::InstanceError> {
-    let Some(p) = cp.store.service(parent).await? else {
-        return Err(instances::InstanceError::Invalid {
-            field: "parent",
-            reason: format!(
-                "no service instance \"{parent}\"; create the parent first or omit parent"
-            ),
-        });
-    };
-    if let Some(region) = named.filter(|r| *r != p.region) {
-        return Err(instances::InstanceError::Containment {
-            child: id.to_string(),
-            parent: parent.to_string(),
-            child_region: region.to_string(),
-            parent_region: p.region,
-        });
-    }
-    Ok((p.region, p.zone))
 }

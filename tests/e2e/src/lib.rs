@@ -11,6 +11,7 @@ pub mod okd_lab;
 pub mod pg_datapath;
 pub mod postgres;
 pub mod providers;
+pub mod raw_api;
 pub mod region_world;
 pub mod workloads;
 pub mod x509;

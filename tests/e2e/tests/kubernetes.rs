@@ -324,7 +324,7 @@ async fn a_conflict_names_the_other_manager_and_force_takes_ownership() {
             &[config_map("default", "owned", "ours")],
             &ApplyOptions {
                 force_conflicts: true,
-                owner: None,
+                ..ApplyOptions::default()
             },
         )
         .await
@@ -506,8 +506,8 @@ async fn an_unreachable_cluster_fails_ensure_ready_fast_naming_the_server() {
 
 fn owned(owner: &str) -> ApplyOptions {
     ApplyOptions {
-        force_conflicts: false,
         owner: Some(owner.into()),
+        ..ApplyOptions::default()
     }
 }
 

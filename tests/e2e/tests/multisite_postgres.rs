@@ -93,7 +93,7 @@ async fn operator_secrets(paris: &ApiServer, client_cert: &str) {
         &objects,
         &ApplyOptions {
             force_conflicts: true,
-            owner: None,
+            ..ApplyOptions::default()
         },
     )
     .await

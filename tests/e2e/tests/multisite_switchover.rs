@@ -110,7 +110,7 @@ async fn prepare(sites: &[&Site], pg: Option<&Replicated>) {
             .collect();
         let options = ApplyOptions {
             force_conflicts: true,
-            owner: None,
+            ..ApplyOptions::default()
         };
         k8s.apply(&objects, &options).await.unwrap();
     }

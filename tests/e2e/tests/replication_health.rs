@@ -268,7 +268,7 @@ mod score_wait {
             .collect();
         let options = ApplyOptions {
             force_conflicts: true,
-            owner: None,
+            ..ApplyOptions::default()
         };
         k8s.apply(&objects, &options).await.unwrap();
     }

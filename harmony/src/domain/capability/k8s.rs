@@ -190,6 +190,10 @@ pub struct ApplyOptions {
     /// Who owns these objects (the Score's name). Owned objects are labelled so that those the
     /// owner no longer declares can be pruned; nothing without the owner's label is ever pruned.
     pub owner: Option<String>,
+    /// Where the owner's record lives, when it belongs to one namespace (a tenant's project):
+    /// the record is kept there, so equal owner names in two namespaces are two owners, and a
+    /// prune lists that namespace only. `None`: the cluster-wide record in `harmony-system`.
+    pub owner_namespace: Option<String>,
 }
 
 /// What to wait for on an object.

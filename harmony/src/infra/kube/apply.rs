@@ -462,16 +462,19 @@ impl K8sTopology {
         Ok(done)
     }
 
-    /// Applies as `owner`: parent record first (superset of kinds), members labelled, then
-    /// prune (with `--prune`) and shrink the record to what is declared now.
+    /// Applies as `owner` (recorded in `namespace`, or cluster-wide): parent record first
+    /// (superset of kinds), members labelled, then prune (with `--prune`) and shrink the record
+    /// to what is declared now. An owner recorded in a namespace prunes in that namespace only,
+    /// whatever its record says.
     async fn apply_owned(
         &self,
         owner: &str,
+        namespace: Option<&str>,
         objects: &[K8sObject],
         force: bool,
     ) -> Result<Vec<ObjectChange>, ApplyFailure> {
         let fail = |applied, error| ApplyFailure { applied, error };
-        let set = ApplySet::for_owner(owner);
+        let set = ApplySet::for_owner_in(owner, namespace);
         let members: Vec<K8sObject> = objects.iter().map(|o| set.label(o)).collect();
         let current = Contents::of(&members);
         let previous = match self.get(&set.parent).await {
@@ -496,7 +499,14 @@ impl K8sTopology {
             return Ok(done);
         }
         let keep: BTreeSet<MemberKey> = members.iter().map(|m| member_key(m.reference())).collect();
-        match self.prune(&set, &superset, &keep).await {
+        let scope = match namespace {
+            Some(ns) => Contents {
+                group_kinds: superset.group_kinds.clone(),
+                namespaces: [ns.to_string()].into(),
+            },
+            None => superset.clone(),
+        };
+        match self.prune(&set, &scope, &keep, namespace.is_none()).await {
             Ok(deleted) => done.extend(deleted),
             Err(e) => return Err(fail(done, e)),
         }
@@ -515,13 +525,15 @@ impl K8sTopology {
         Ok(done)
     }
 
-    /// Deletes objects labelled as members of `set`, in the kinds and namespaces it recorded,
-    /// that are not in `keep`. Only objects carrying the set's label are ever listed.
+    /// Deletes objects labelled as members of `set`, in the kinds and namespaces of `scope`,
+    /// that are not in `keep` (cluster-scoped kinds only when `cluster_wide`). Only objects
+    /// carrying the set's label are ever listed.
     async fn prune(
         &self,
         set: &ApplySet,
         scope: &Contents,
         keep: &BTreeSet<MemberKey>,
+        cluster_wide: bool,
     ) -> Result<Vec<ObjectChange>, CapabilityError> {
         let conn = self.connection()?;
         let selector = format!("{PART_OF}={}", set.id);
@@ -542,8 +554,10 @@ impl K8sTopology {
                     .iter()
                     .map(|ns| Api::namespaced_with(conn.client.clone(), ns, &resource))
                     .collect()
-            } else {
+            } else if cluster_wide {
                 vec![Api::all_with(conn.client.clone(), &resource)]
+            } else {
+                continue;
             };
             for api in apis {
                 let listed = api
@@ -588,7 +602,10 @@ impl K8sTopology {
         let force = options.force_conflicts || self.force_all();
         let changes = match &options.owner {
             None => self.apply_plain(objects, force).await,
-            Some(owner) => self.apply_owned(owner, objects, force).await,
+            Some(owner) => {
+                let namespace = options.owner_namespace.as_deref();
+                self.apply_owned(owner, namespace, objects, force).await
+            }
         }?;
         if self.dry_run() || !wait.enabled || objects.is_empty() {
             return Ok(changes);

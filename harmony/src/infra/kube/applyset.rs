@@ -1,6 +1,7 @@
 //! Ownership and pruning, following the ApplySet conventions (KEP-3659) so kubectl can read them.
 //!
-//! Each owner (a Score) has a parent ConfigMap in `harmony-system` labelled
+//! Each owner (a Score) has a parent ConfigMap in `harmony-system` (in its project's namespace
+//! for a tenant's owner, see [`ApplySet::for_owner_in`]) labelled
 //! `applyset.kubernetes.io/id`, whose annotations list the group-kinds and namespaces its members
 //! live in. Every member carries `applyset.kubernetes.io/part-of: <id>`. Pruning lists exactly
 //! those kinds and namespaces with that label selector, so an object Harmony does not own is
@@ -124,18 +125,31 @@ fn slug(owner: &str) -> String {
 
 impl ApplySet {
     pub(super) fn for_owner(owner: &str) -> Self {
+        Self::for_owner_in(owner, None)
+    }
+
+    /// The set of `owner` recorded in `namespace` (`None`: the cluster-wide `harmony-system`).
+    /// The namespace is part of the id, so equal owner names in two namespaces never share
+    /// members.
+    pub(super) fn for_owner_in(owner: &str, namespace: Option<&str>) -> Self {
+        let namespace = namespace.unwrap_or(PARENT_NAMESPACE);
         let name = format!("harmony-{}", slug(owner));
         // The id formula is the KEP's: base64url(sha256(<name>.<namespace>.<kind>.<group>)).
-        let digest = Sha256::digest(format!("{name}.{PARENT_NAMESPACE}.ConfigMap.").as_bytes());
+        let digest = Sha256::digest(format!("{name}.{namespace}.ConfigMap.").as_bytes());
         Self {
             id: format!("applyset-{}-v1", URL_SAFE_NO_PAD.encode(digest)),
             parent: ObjectRef {
                 api_version: "v1".into(),
                 kind: "ConfigMap".into(),
-                namespace: Some(PARENT_NAMESPACE.into()),
+                namespace: Some(namespace.into()),
                 name,
             },
         }
+    }
+
+    /// The namespace the parent lives in.
+    fn parent_namespace(&self) -> &str {
+        self.parent.namespace.as_deref().unwrap_or(PARENT_NAMESPACE)
     }
 
     /// The member with its ownership labels.
@@ -156,7 +170,7 @@ impl ApplySet {
         let namespaces: BTreeSet<String> = contents
             .namespaces
             .iter()
-            .filter(|n| *n != PARENT_NAMESPACE)
+            .filter(|n| *n != self.parent_namespace())
             .cloned()
             .collect();
         K8sObject::new(json!({
@@ -164,7 +178,7 @@ impl ApplySet {
             "kind": "ConfigMap",
             "metadata": {
                 "name": self.parent.name,
-                "namespace": PARENT_NAMESPACE,
+                "namespace": self.parent_namespace(),
                 "labels": { ID: self.id, MANAGED_BY: "harmony" },
                 "annotations": {
                     TOOLING: format!("harmony/v{}", env!("CARGO_PKG_VERSION")),
@@ -204,6 +218,28 @@ mod tests {
             name: "x".into(),
         };
         assert_eq!(group_kind(&r), "Deployment.apps");
+    }
+
+    #[test]
+    fn equal_owner_names_in_two_namespaces_are_two_sets() {
+        let a = ApplySet::for_owner_in("web", Some("acme-web"));
+        let b = ApplySet::for_owner_in("web", Some("beta-web"));
+        assert_ne!(a.id, b.id);
+        assert_ne!(a.id, ApplySet::for_owner("web").id);
+        assert_eq!(a.parent.namespace.as_deref(), Some("acme-web"));
+        let parent = a
+            .parent_object(
+                "web",
+                &Contents {
+                    group_kinds: ["ConfigMap".to_string()].into(),
+                    namespaces: ["acme-web".to_string()].into(),
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            parent.value().pointer("/metadata/namespace"),
+            Some(&json!("acme-web"))
+        );
     }
 
     #[test]

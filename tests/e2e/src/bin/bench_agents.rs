@@ -383,6 +383,7 @@ async fn session(
         ops: Op::ALL.iter().map(|o| o.as_str().to_string()).collect(),
         protocol: PROTOCOL_VERSION,
         max_frame_bytes: MAX_FRAME_BYTES as u64,
+        cluster_scoped: Vec::new(),
     });
     if ws.send(Message::text(encode(&hello))).await.is_err() {
         return Ok(false);
