@@ -95,6 +95,7 @@ pub async fn submit(
         params: body.params,
         scope,
         zone: body.zone,
+        by_admin: caller.is_admin(),
     };
     if !wants_stream(&query, &headers) {
         let res = requests::call(&s.cp, &region, sub, wait).await?;

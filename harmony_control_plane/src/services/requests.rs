@@ -151,6 +151,9 @@ pub struct Submission {
     pub scope: Option<crate::store::RequestScope>,
     /// The zone whose agent runs it; placement picks one when `None`.
     pub zone: Option<String>,
+    /// Whether the caller is the admin: it knows a tenant's request by its tenant-qualified id
+    /// (what answers and errors then show), a tenant by the id it sent.
+    pub by_admin: bool,
 }
 
 /// A persisted request.
@@ -248,9 +251,11 @@ pub async fn submit(
     region: &str,
     sub: Submission,
 ) -> Result<Accepted, RequestError> {
-    let shown = request_id(sub.id.clone())?;
+    let sent = request_id(sub.id.clone())?;
     let tenant = sub.scope.as_ref().map(|s| s.tenant.clone());
-    submit_as(cp, region, scoped_id(tenant.as_deref(), &shown), shown, sub).await
+    let id = scoped_id(tenant.as_deref(), &sent);
+    let shown = if sub.by_admin { id.clone() } else { sent };
+    submit_as(cp, region, id, shown, sub).await
 }
 
 /// Persists a request under the stored id `id` (shown to its caller as `shown`); the control

@@ -109,6 +109,7 @@ pub async fn send(
         params,
         scope,
         zone: (!rec.zone.is_empty()).then(|| rec.zone.clone()),
+        by_admin: false,
     };
     // Not a caller's id: submitted unscoped, where no tenant's id can reach (theirs are
     // `<tenant>@...`), so no tenant can take it first.

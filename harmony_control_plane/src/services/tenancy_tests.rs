@@ -69,8 +69,15 @@ async fn a_project_request_carries_its_scope_on_every_delivery_and_only_its_tena
         params: get_objects(),
         scope,
         zone: None,
+        by_admin: false,
     };
     requests::submit(&cp, "eu", sub.clone()).await.unwrap();
+    // The admin acting for the project knows it by its tenant-qualified id.
+    let for_acme = Submission {
+        id: Some("p2".into()),
+        by_admin: true,
+        ..sub.clone()
+    };
     // The quota changes after submit: the request keeps the snapshot it was accepted with.
     tenancy::set_quota(&cp, "acme", "web", "eu", &quota("3"))
         .await
@@ -115,6 +122,18 @@ async fn a_project_request_carries_its_scope_on_every_delivery_and_only_its_tena
             Err(RequestError::NotFound(_))
         ));
     }
+    let res = requests::call(&cp, "eu", for_acme, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(res.id, "acme@p2");
+    assert_eq!(
+        requests::status(&cp, "acme@p2", None).await.unwrap().id,
+        "acme@p2"
+    );
+    assert_eq!(
+        requests::status(&cp, "p2", Some("acme")).await.unwrap().id,
+        "p2"
+    );
     // An admin request for no project carries none.
     let plain = Submission {
         id: Some("plain".into()),
@@ -122,6 +141,7 @@ async fn a_project_request_carries_its_scope_on_every_delivery_and_only_its_tena
         params: get_objects(),
         scope: None,
         zone: None,
+        by_admin: false,
     };
     let res = requests::call(&cp, "eu", plain, Duration::from_secs(10))
         .await

@@ -124,6 +124,7 @@ pub(super) fn sub(id: &str, params: &str) -> Submission {
         params: RawJson::from_string(params.into()).unwrap(),
         scope: None,
         zone: None,
+        by_admin: false,
     }
 }
 

@@ -54,6 +54,7 @@ fn submission(id: &str, op: &str, params: &str, zone: Option<&str>) -> Submissio
         op: op.into(),
         params: RawJson::from_string(params.into()).unwrap(),
         zone: zone.map(str::to_string),
+        by_admin: false,
         scope: None,
     }
 }

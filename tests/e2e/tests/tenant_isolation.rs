@@ -5,8 +5,8 @@
 //! tenant acme then uses beta's ids, names and parents, known and guessed:
 //!
 //! - ids live in the tenant: acme's use of beta's request or instance id answers exactly as a
-//!   fresh id does; beta's are "not found" to acme by every spelling, with the body of a missing
-//!   one; a parent of beta's is "not found" like a missing parent;
+//!   fresh id does; beta's ids and project are "not found" to acme by every spelling, with the
+//!   body of a missing one; a parent of beta's is "not found" like a missing parent;
 //! - squatting: acme first submits every instance-request id it can predict for beta; beta's
 //!   create and delete then succeed;
 //! - containment at submit: a cluster-scoped kind, in any spelling, including one only the
@@ -343,6 +343,31 @@ async fn two_tenants_one_hostile(postgres: bool) {
             "{id}"
         );
     }
+    // Beta's project name is a missing project to acme, for requests and instances alike.
+    let (status, nothing) = w
+        .submit(
+            acme,
+            "p-1",
+            "no-such-project",
+            "get_objects",
+            no_objects.clone(),
+        )
+        .await;
+    assert_eq!(status, 404, "{nothing}");
+    let (status, answer) = w
+        .submit(acme, "p-1", "shop", "get_objects", no_objects.clone())
+        .await;
+    assert_eq!(
+        (status, masked(&answer, "shop")),
+        (404, masked(&nothing, "no-such-project"))
+    );
+    let (status, nothing) = w.create(acme, "no-such-project", json!({})).await;
+    assert_eq!(status, 404, "{nothing}");
+    let (status, answer) = w.create(acme, "shop", json!({})).await;
+    assert_eq!(
+        (status, masked(&answer, "shop")),
+        (404, masked(&nothing, "no-such-project"))
+    );
     // An instance id of beta's is acme's own too (no 409, nothing of beta's told).
     let (status, answer) = w.create(acme, "web", json!({"id": "beta-db"})).await;
     assert!(status == 201 || status == 202, "{status} {answer}");
