@@ -104,6 +104,11 @@ pub struct OwnershipArgs {
     #[arg(long)]
     pub no_wait: bool,
 
+    /// Send every object's server-side apply, even one whose live object shows it unchanged
+    /// (Harmony's managed fields are exactly what it declares, each with the declared value).
+    #[arg(long)]
+    pub no_skip: bool,
+
     /// How long an apply waits for its objects to be current before failing, naming each one
     /// that is not [default: 300].
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=86_400), conflicts_with = "no_wait")]

@@ -11,6 +11,7 @@ const GROUPS: [(&str, &[&str]); 3] = [
             "--force-conflicts",
             "--no-wait",
             "--wait-timeout",
+            "--no-skip",
         ],
     ),
     (

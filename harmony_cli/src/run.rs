@@ -167,6 +167,7 @@ where
         assign: args.bare_metal.assign.clone(),
         root_device: args.bare_metal.root_device.clone(),
         wait: args.ownership.wait_policy(),
+        no_skip: args.ownership.no_skip,
         operator: OperatorHandle::new(CliOperator::new(
             args.common.yes,
             console.interactive,
@@ -282,7 +283,7 @@ where
     report.exit_code
 }
 
-/// `--prune`/`--force-conflicts`/`--no-wait`/`--wait-timeout` on a topology that renders unless a cluster is named: without
+/// `--prune`/`--force-conflicts`/`--no-wait`/`--wait-timeout`/`--no-skip` on a topology that renders unless a cluster is named: without
 /// `--kubeconfig`/`--context` nothing is live to prune or take over, so the flag would be ignored.
 fn ownership_without_a_cluster<T: TopologyFlags>(args: &Args) -> Option<String> {
     let flag = if args.ownership.prune {
@@ -293,6 +294,8 @@ fn ownership_without_a_cluster<T: TopologyFlags>(args: &Args) -> Option<String> 
         "--no-wait"
     } else if args.ownership.wait_timeout.is_some() {
         "--wait-timeout"
+    } else if args.ownership.no_skip {
+        "--no-skip"
     } else {
         return None;
     };

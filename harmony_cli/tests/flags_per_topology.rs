@@ -159,6 +159,10 @@ async fn a_flag_the_topology_does_not_read_exits_2_naming_it() {
     assert!(err.contains("--prune acts on live objects"), "{err}");
     assert!(err.contains("--kubeconfig"), "{err}");
     assert!(seen.is_none());
+    let (code, _, err, seen) = run::<DefaultTopology>(&["--no-skip"]).await;
+    assert_eq!(code, 2);
+    assert!(err.contains("--no-skip acts on live objects"), "{err}");
+    assert!(seen.is_none());
     // A flag nobody has is clap's error, still exit 2 and named.
     let (code, _, err, _) = run::<DefaultTopology>(&["--no-such-flag"]).await;
     assert_eq!(code, 2);

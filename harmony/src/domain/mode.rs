@@ -78,6 +78,8 @@ pub struct RunContext {
     pub root_device: Vec<super::capability::RootDeviceRule>,
     /// `--no-wait`, `--wait-timeout`: whether an apply waits for its objects to be current.
     pub wait: WaitPolicy,
+    /// `--no-skip`: send every object's PATCH, even one the live object shows unchanged.
+    pub no_skip: bool,
 }
 
 /// Whether, and how long, an apply waits for its objects to become current (rolled out,
@@ -136,6 +138,7 @@ impl Default for RunContext {
             assign: Vec::new(),
             root_device: Vec::new(),
             wait: WaitPolicy::default(),
+            no_skip: false,
         }
     }
 }

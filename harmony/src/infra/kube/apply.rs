@@ -15,6 +15,7 @@ use super::error::{describe, map};
 use super::normalize::comparable;
 use super::resolve::ResolvedKind;
 use super::topology::K8sTopology;
+use super::unchanged::provably_unchanged;
 use crate::domain::capability::{
     ApplyFailure, ApplyOptions, CapabilityError, K8sClient, K8sObject, ObjectRef, Readiness,
     WaitCondition, WaitOutcome,
@@ -138,6 +139,23 @@ impl K8sTopology {
             Some(before) => before,
             None => api.get_opt(&r.name).await.map_err(|e| map(r, &server, e))?,
         };
+        // Nothing to send when the live object provably is what this apply would make it.
+        if self.skip_unchanged()
+            && let Some(live) = &before
+            && provably_unchanged(
+                object.value(),
+                &serde_json::to_value(live).unwrap_or(Value::Null),
+                self.field_manager(),
+            )
+        {
+            return Ok(ObjectChange {
+                object: r.to_string(),
+                action: ChangeAction::Unchanged,
+                location: Some(server),
+                diff: Vec::new(),
+                status: None,
+            });
+        }
         let mut params = PatchParams::apply(self.field_manager());
         params.force = force;
         params.dry_run = self.dry_run();

@@ -7,6 +7,7 @@ mod normalize;
 mod quota;
 mod resolve;
 mod topology;
+mod unchanged;
 mod wait;
 mod wait_pods;
 

@@ -51,6 +51,7 @@ pub struct K8sTopology {
     plan: bool,
     prune: bool,
     force_conflicts: bool,
+    skip_unchanged: bool,
     concurrency: usize,
     wait: WaitPolicy,
     field_manager: String,
@@ -73,6 +74,7 @@ impl K8sTopology {
             plan: ctx.plan,
             prune: ctx.prune,
             force_conflicts: ctx.force_conflicts,
+            skip_unchanged: !ctx.no_skip,
             concurrency: DEFAULT_CONCURRENCY,
             wait: ctx.wait,
             field_manager: FIELD_MANAGER.to_string(),
@@ -122,6 +124,12 @@ impl K8sTopology {
 
     pub(super) fn prune_enabled(&self) -> bool {
         self.prune
+    }
+
+    /// Whether an object the phase's LIST (or GET) shows provably unchanged is reported
+    /// `unchanged` without its PATCH (default; `--no-skip` turns it off).
+    pub(super) fn skip_unchanged(&self) -> bool {
+        self.skip_unchanged
     }
 
     /// Whether the operator asked to take over conflicting fields for every apply.
