@@ -142,6 +142,9 @@ pub mod code {
     /// The control plane is overloaded (no database connection free in time; HTTP 503 with
     /// `Retry-After`): retry later.
     pub const OVERLOADED: &str = "overloaded";
+    /// The control plane's state database is unreachable or restarting; retry after the
+    /// `Retry-After` seconds.
+    pub const STORE_UNAVAILABLE: &str = "store_unavailable";
     /// The API server refused an object because a project quota is exhausted; the message names
     /// the quota and the resource.
     pub const QUOTA_EXCEEDED: &str = "quota_exceeded";

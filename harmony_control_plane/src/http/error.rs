@@ -52,11 +52,14 @@ fn internal(e: impl std::fmt::Display) -> Failure {
 }
 
 /// A store failure: 503 with `Retry-After` when the database was only busy (no pooled
-/// connection free in time; retrying later succeeds), else 500.
+/// connection free in time) or unreachable or restarting (retrying later succeeds), else 500.
 fn store(e: &StoreError) -> Failure {
     if e.overloaded {
         log::warn!("{e}");
         Failure::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).code(code::OVERLOADED)
+    } else if e.unavailable {
+        log::warn!("{e}");
+        Failure::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()).code(code::STORE_UNAVAILABLE)
     } else {
         internal(e)
     }
@@ -231,7 +234,7 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_pool_is_503_with_retry_after_and_a_broken_database_500_without() {
+    fn a_busy_pool_or_a_lost_database_is_503_with_retry_after_and_a_failed_statement_500() {
         let busy = StoreError::overloaded(
             "postgres",
             "submit a request",
@@ -260,10 +263,24 @@ mod tests {
         ] {
             assert_eq!(f.0, StatusCode::SERVICE_UNAVAILABLE, "{}", f.1.error);
         }
-        let broken = StoreError::new("postgres", "submit a request", "connection refused");
-        let r = Failure::from(RequestError::Store(broken)).into_response();
+        let broken = StoreError::new("postgres", "submit a request", "syntax error");
+        let r = Failure::from(RequestError::Store(broken.clone())).into_response();
         assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert!(r.headers().get(RETRY_AFTER).is_none());
+        // Unreachable or restarting: retryable, on every route.
+        let down = broken.unavailable();
+        for f in [
+            Failure::from(RequestError::Store(down.clone())),
+            Failure::from(RegionError::Store(down.clone())),
+            Failure::from(TenancyError::Store(down.clone())),
+            Failure::from(down),
+        ] {
+            assert_eq!(f.1.code.as_deref(), Some(code::STORE_UNAVAILABLE));
+            assert!(f.1.error.contains("is unavailable"), "{}", f.1.error);
+            let r = f.into_response();
+            assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(r.headers().get(RETRY_AFTER).unwrap(), "1");
+        }
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub struct StoreError {
     /// No pooled connection was free within the pool's wait: the database is busy, not broken
     /// (the HTTP edge answers 503 with `Retry-After` instead of 500).
     pub overloaded: bool,
+    /// The database could not be reached or dropped the connection (refused, reset, closed,
+    /// shutting down, starting up): retrying shortly may succeed, and the HTTP edge answers 503
+    /// with `Retry-After` instead of 500.
+    pub unavailable: bool,
 }
 
 impl StoreError {
@@ -29,7 +33,14 @@ impl StoreError {
             op,
             cause: cause.to_string(),
             overloaded: false,
+            unavailable: false,
         }
+    }
+
+    /// The same failure, known to be the database unreachable or restarting.
+    pub fn unavailable(mut self) -> Self {
+        self.unavailable = true;
+        self
     }
 
     /// `op` could not start: every pooled connection of `backend` stayed busy for `waited`.
@@ -46,6 +57,7 @@ impl StoreError {
                 waited.as_secs()
             ),
             overloaded: true,
+            unavailable: false,
         }
     }
 }
@@ -56,6 +68,13 @@ impl fmt::Display for StoreError {
             return write!(
                 f,
                 "the control plane is overloaded: state database ({}): cannot {}: {}; retry later, or raise --database-pool-size if the database has room",
+                self.backend, self.op, self.cause
+            );
+        }
+        if self.unavailable {
+            return write!(
+                f,
+                "the control plane's state database ({}) is unavailable: cannot {}: {}; retry shortly (the control plane reconnects by itself)",
                 self.backend, self.op, self.cause
             );
         }

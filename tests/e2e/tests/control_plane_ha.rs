@@ -804,3 +804,69 @@ async fn a_busy_database_pool_is_answered_503_with_retry_after_not_500() {
     drop(db);
     let _ = driver.await;
 }
+
+/// PostgreSQL stopped under a replica (and started again): every call in between is answered
+/// 503 with `Retry-After` and the `store_unavailable` code, never a 500 (a caller retries with
+/// the same request id and joins, never acts twice), and the replica answers normally once the
+/// database is back, without a restart of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_restart_is_answered_503_with_retry_after_never_500() {
+    let mut ha = tokio::task::block_in_place(|| {
+        Replicas::start(
+            std::path::Path::new(CP_BIN),
+            1,
+            ControlPlaneOptions::default(),
+            16,
+        )
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let admin = ha.client(0);
+    admin
+        .create_region(
+            &RegionId::parse("eu").unwrap(),
+            &ZoneId::parse("z1").unwrap(),
+        )
+        .await
+        .unwrap();
+    tokio::task::block_in_place(|| ha.pg.stop()).unwrap();
+
+    let http = harmony_http::ClientSettings::new()
+        .ca_pem(Some(ha.pki.ca_pem.as_bytes()))
+        .build()
+        .unwrap();
+    let base = ha.replicas[0].url();
+    for i in 0..3 {
+        let calls = [
+            http.get(format!("{base}/v1/regions")),
+            http.post(format!("{base}/v1/regions/eu/requests"))
+                .json(&json!({
+                "id": format!("down-{i}"), "op": "get_inventory", "params": {}, "timeout_s": 1})),
+        ];
+        for call in calls {
+            let r = call.bearer_auth(&ha.admin_token).send().await.unwrap();
+            let status = r.status().as_u16();
+            let retry_after = r
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            assert_eq!(status, 503, "{body}\n{}", ha.replicas[0].logs());
+            assert_eq!(retry_after.as_deref(), Some("1"), "{body}");
+            assert_eq!(body["code"], "store_unavailable", "{body}");
+        }
+    }
+
+    tokio::task::block_in_place(|| ha.pg.restart()).unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match admin.regions().await {
+            Ok(regions) if regions.len() == 1 => break,
+            other => assert!(
+                Instant::now() < deadline,
+                "the replica never answered again: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

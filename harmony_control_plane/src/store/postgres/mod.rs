@@ -98,7 +98,7 @@ macro_rules! pooled {
     ($self:ident, $op:literal, $c:ident => $body:expr) => {{
         #[allow(unused_mut, reason = "only some bodies need the client mutable")]
         let mut $c = $self.client($op).await?;
-        $body.await.map_err(|e| StoreError::new(BACKEND, $op, e))
+        $body.await.map_err(|e| pg_error($op, e))
     }};
 }
 
@@ -176,9 +176,65 @@ impl PostgresStore {
             deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
                 StoreError::overloaded(BACKEND, op, self.wait)
             }
-            e => StoreError::new(BACKEND, op, tls::explain(&e)),
+            e => {
+                let lost = match &e {
+                    deadpool_postgres::PoolError::Backend(b) => connection_lost(b),
+                    deadpool_postgres::PoolError::Timeout(_)
+                    | deadpool_postgres::PoolError::Closed => true,
+                    _ => false,
+                };
+                let error = StoreError::new(BACKEND, op, tls::explain(&e));
+                if lost { error.unavailable() } else { error }
+            }
         })
     }
+}
+
+/// A statement's failure; a lost or refused connection is [`StoreError::unavailable`].
+pub(super) fn pg_error(op: &'static str, e: Error) -> StoreError {
+    let lost = matches!(&e, Error::Db(db) if connection_lost(db));
+    let error = StoreError::new(BACKEND, op, e);
+    if lost { error.unavailable() } else { error }
+}
+
+/// Whether `e` says the database is unreachable or restarting rather than that a statement
+/// failed: the connection closed, refused, reset or timed out, or the server shutting down or
+/// starting up.
+fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    use std::io::ErrorKind as K;
+    use tokio_postgres::error::SqlState;
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        return [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::CONNECTION_EXCEPTION,
+            SqlState::CONNECTION_DOES_NOT_EXIST,
+            SqlState::CONNECTION_FAILURE,
+            SqlState::SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+        ]
+        .contains(code);
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                K::ConnectionRefused
+                    | K::ConnectionReset
+                    | K::ConnectionAborted
+                    | K::BrokenPipe
+                    | K::UnexpectedEof
+                    | K::NotConnected
+                    | K::TimedOut
+            );
+        }
+        source = s.source();
+    }
+    false
 }
 
 #[async_trait]

@@ -7,7 +7,7 @@ use harmony_agent_protocol::tenancy::ProjectQuota;
 use std::collections::BTreeMap;
 use tokio_postgres::Row;
 
-use super::{BACKEND, Error, PostgresStore};
+use super::{Error, PostgresStore};
 use crate::store::tenancy::{CapSet, decide_cap, decide_quota, quota_json, quota_of};
 use crate::store::{
     PageSession, ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenancyStore, TenantRecord,
@@ -261,9 +261,7 @@ macro_rules! with_client {
     ($self:ident, $op:literal, $c:ident => $body:expr) => {{
         #[allow(unused_mut, reason = "only some bodies need the client mutable")]
         let mut $c = $self.client($op).await?;
-        $body
-            .await
-            .map_err(|e: Error| StoreError::new(BACKEND, $op, e))
+        $body.await.map_err(|e: Error| super::pg_error($op, e))
     }};
 }
 
