@@ -11,10 +11,10 @@
 
 use std::time::{Duration, Instant};
 
-use harmony::types::{RegionId, ZoneId};
 use harmony_e2e::ApiServer;
 use harmony_e2e::blackhole::BlackholeProxy;
-use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+use harmony_e2e::multi_region::{AgentOptions, ControlPlaneOptions};
+use harmony_e2e::region_world::World;
 
 const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
 const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
@@ -23,47 +23,28 @@ const WAIT: Duration = Duration::from_secs(90);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_black_holed_flow_is_dropped_by_the_agent_and_replaced() {
     let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    let pki = Pki::new().unwrap();
     // Production timing: heartbeat 5 s, unhealthy after 15 s, unavailable after 30 s.
-    let cp = ControlPlane::start(
+    let w = World::start(
+        server,
         CP_BIN.as_ref(),
-        &pki,
+        AGENT_BIN.as_ref(),
         ControlPlaneOptions {
             heartbeat_ms: 5_000,
             unhealthy_after_ms: 15_000,
             unavailable_after_ms: 30_000,
             ..Default::default()
         },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let admin = cp.client();
-    let created = admin
-        .create_region(
-            &RegionId::parse("eu").unwrap(),
-            &ZoneId::parse("z1").unwrap(),
-        )
-        .await
-        .unwrap()
-        .expect("a new region");
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("bootstrap-token");
-    std::fs::write(&token_file, created.bootstrap_token.expose()).unwrap();
-    let proxy = BlackholeProxy::start(cp.addr).await.unwrap();
+    );
+    let created = w.create("eu", "z1").await;
+    let proxy = BlackholeProxy::start(w.cp.addr).await.unwrap();
     let options = AgentOptions {
-        bootstrap_token_file: Some(token_file),
-        ..AgentOptions::new(
-            &format!("https://{}", proxy.addr),
-            "eu",
-            "z1",
-            pki.ca(),
-            server.kubeconfig(),
-            dir.path().join("identity"),
-        )
+        url: format!("https://{}", proxy.addr),
+        ..w.agent_options("agent", "eu", "z1", Some(&created.bootstrap_token))
     };
-    let agent = Agent::start(AGENT_BIN.as_ref(), &options, &dir.path().join("agent.log")).unwrap();
+    let agent = w.agent("agent", &options);
+    let admin = &w.client;
 
     let connected_at = |deadline: Instant, after: Option<i64>| {
-        let admin = &admin;
         let agent = &agent;
         async move {
             loop {

@@ -17,16 +17,14 @@
 //!
 //! Run: `cargo test -p harmony_e2e --test tenant_isolation`.
 
-use harmony::types::{RegionId, ZoneId};
 use harmony_api::ProjectQuota;
 use harmony_e2e::ApiServer;
-use harmony_e2e::multi_region::{
-    Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki, free_port,
-};
+use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions, free_port};
 use harmony_e2e::netns::wait_for;
 use harmony_e2e::postgres::PgServer;
 use harmony_e2e::providers::{ProviderProcess, http_json};
 use harmony_e2e::raw_api::RawApi;
+use harmony_e2e::region_world::World;
 use harmony_http::reqwest::Method as M;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -53,20 +51,19 @@ spec:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 "#;
 
-struct World {
-    server: ApiServer,
-    cp: ControlPlane,
+/// The shared e2e world, with the agent, provider and tenants of this suite.
+struct Tenants {
+    world: World,
     _agent: Agent,
     _provider: ProviderProcess,
     _pg: Option<PgServer>,
-    _dir: tempfile::TempDir,
     api: RawApi,
     admin: String,
     acme: String,
     beta: String,
 }
 
-impl World {
+impl Tenants {
     async fn start(postgres: bool) -> Self {
         // Controllers: a project's presence waits for its ResourceQuota's status.
         let server = ApiServer::start_with_controllers().unwrap_or_else(|e| panic!("{e}"));
@@ -84,32 +81,20 @@ impl World {
             pg.create_database("harmony").unwrap();
             pg
         });
-        let pki = Pki::new().unwrap();
-        let cp = ControlPlane::start(
+        let world = World::start(
+            server,
             CP_BIN.as_ref(),
-            &pki,
+            AGENT_BIN.as_ref(),
             ControlPlaneOptions {
                 database_url: pg.as_ref().map(|pg| pg.url("harmony")),
                 rust_log: Some("harmony_control_plane=debug,info".into()),
                 ..Default::default()
             },
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let client = cp.client();
-        let dir = tempfile::tempdir().unwrap();
-        let created = client
-            .create_region(
-                &RegionId::parse("eu").unwrap(),
-                &ZoneId::parse("z1").unwrap(),
-            )
-            .await
-            .unwrap()
-            .expect("a new region");
-        let token_file = dir.path().join("bootstrap-token");
-        std::fs::write(&token_file, created.bootstrap_token.expose()).unwrap();
+        );
+        let client = world.client.clone();
+        let created = world.create("eu", "z1").await;
         let provider_api = free_port().unwrap();
         let options = AgentOptions {
-            bootstrap_token_file: Some(token_file),
             rust_log: Some("harmony_agent=debug,info".into()),
             extra_args: vec![
                 "--provider-listen".into(),
@@ -117,18 +102,11 @@ impl World {
                 "--instance-poll-ms".into(),
                 "200".into(),
             ],
-            ..AgentOptions::new(
-                &cp.url(),
-                "eu",
-                "z1",
-                pki.ca(),
-                server.kubeconfig(),
-                dir.path().join("identity"),
-            )
+            ..world.agent_options("agent", "eu", "z1", Some(&created.bootstrap_token))
         };
-        let agent =
-            Agent::start(AGENT_BIN.as_ref(), &options, &dir.path().join("agent.log")).unwrap();
-        let provider = ProviderProcess::start(PROVIDER_BIN.as_ref(), "q1", dir.path(), 0).unwrap();
+        let agent = world.agent("agent", &options);
+        let provider =
+            ProviderProcess::start(PROVIDER_BIN.as_ref(), "q1", world.dir.path(), 0).unwrap();
         let url = provider.url();
         let register = json!({"name": "q1", "service_types": ["queue"], "endpoint": url,
             "health_url": format!("{url}/healthz")});
@@ -143,15 +121,13 @@ impl World {
             registered.is_some(),
             "the agent's provider API never registered q1"
         );
-        let api = RawApi::new(&cp.url(), pki.ca_pem.as_bytes());
-        let admin = cp.admin_token.clone();
+        let api = RawApi::new(&world.cp.url(), world.pki.ca_pem.as_bytes());
+        let admin = world.cp.admin_token.clone();
         let mut w = Self {
-            server,
-            cp,
+            world,
             _agent: agent,
             _provider: provider,
             _pg: pg,
-            _dir: dir,
             api,
             admin,
             acme: String::new(),
@@ -172,7 +148,7 @@ impl World {
             assert!(
                 Instant::now() < deadline,
                 "region eu never healthy with queue: {eu}\n{}",
-                w.cp.logs()
+                w.world.cp.logs()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -221,8 +197,8 @@ impl World {
 
     /// The control plane's and the agent's logs, for failure messages.
     fn logs(&self) -> String {
-        let agent = std::fs::read_to_string(self._dir.path().join("agent.log")).unwrap_or_default();
-        format!("control plane:\n{}\nagent:\n{agent}", self.cp.logs())
+        let agent = std::fs::read_to_string(self.world.log("agent")).unwrap_or_default();
+        format!("control plane:\n{}\nagent:\n{agent}", self.world.cp.logs())
     }
 
     /// Creates an instance of `queue` for `project` as `token` (`extra` merged into the body).
@@ -247,7 +223,7 @@ impl World {
             assert!(
                 Instant::now() < deadline,
                 "instance {id} never {state}: {status} {v}\n{}",
-                self.cp.logs()
+                self.world.cp.logs()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -255,7 +231,7 @@ impl World {
 
     /// The names of the ConfigMaps in `namespace` labelled `set=isolation`.
     fn config_maps(&self, namespace: &str) -> Vec<String> {
-        let out = self.server.kubectl(&[
+        let out = self.world.server.kubectl(&[
             "get",
             "configmaps",
             "-n",
@@ -296,7 +272,7 @@ fn owned(manifests: Vec<Value>) -> Value {
 }
 
 async fn two_tenants_one_hostile(postgres: bool) {
-    let w = World::start(postgres).await;
+    let w = Tenants::start(postgres).await;
     let (acme, beta) = (w.acme.as_str(), w.beta.as_str());
     let no_objects = json!({"objects": []});
 
@@ -476,7 +452,7 @@ async fn two_tenants_one_hostile(postgres: bool) {
         assert_eq!(status, 422, "{kind}: {answer}");
         assert_eq!(answer["code"], "containment", "{answer}");
     }
-    let out = w.server.kubectl(&["get", "widgets", "-o", "name"]);
+    let out = w.world.server.kubectl(&["get", "widgets", "-o", "name"]);
     assert!(out.stdout.is_empty(), "{out:?}");
 
     // 5. Ownership records per project: acme's owner `site` is not beta's.
@@ -507,9 +483,10 @@ async fn two_tenants_one_hostile(postgres: bool) {
         "acme's prune reached beta"
     );
     for ns in ["acme-web", "beta-shop"] {
-        let out = w
-            .server
-            .kubectl(&["get", "configmap", "-n", ns, "harmony-site", "-o", "name"]);
+        let out =
+            w.world
+                .server
+                .kubectl(&["get", "configmap", "-n", ns, "harmony-site", "-o", "name"]);
         assert!(out.status.success(), "no ownership record in {ns}: {out:?}");
     }
 
