@@ -239,12 +239,13 @@ fn objects(op: &str, params: &RawJson) -> Result<Vec<Object>, ScopeError> {
 /// control plane keeps. The kinds the zone's cluster reports are checked at placement
 /// ([`check_reported`]).
 pub fn check_objects(op: &str, params: &RawJson, namespace: &str) -> Result<(), ScopeError> {
-    let everywhere: Vec<String> = CLUSTER_SCOPED_KINDS
-        .iter()
-        .map(|k| k.to_ascii_lowercase())
-        .collect();
-    check_reported(op, params, namespace, &everywhere)?;
     for o in objects(op, params)? {
+        if CLUSTER_SCOPED_KINDS
+            .iter()
+            .any(|k| k.eq_ignore_ascii_case(&o.kind))
+        {
+            return Err(cluster_scoped_error(&o, namespace));
+        }
         let named = format!("{} {}", o.kind, o.name);
         if o.kind.to_ascii_lowercase().ends_with("list") {
             return Err(ScopeError::Forbidden(format!(
@@ -280,15 +281,16 @@ pub fn check_reported(
         return Ok(());
     }
     for o in objects(op, params)? {
-        let kind = o.kind.to_ascii_lowercase();
-        if cluster_scoped.contains(&kind) {
-            return Err(ScopeError::ClusterScoped(
-                format!("{} {}", o.kind, o.name),
-                namespace.to_string(),
-            ));
+        if cluster_scoped.contains(&o.kind.to_ascii_lowercase()) {
+            return Err(cluster_scoped_error(&o, namespace));
         }
     }
     Ok(())
+}
+
+/// The 422 for object `o` of a cluster-scoped kind.
+fn cluster_scoped_error(o: &Object, namespace: &str) -> ScopeError {
+    ScopeError::ClusterScoped(format!("{} {}", o.kind, o.name), namespace.to_string())
 }
 
 /// The namespace of a stored scope (empty when it does not parse).

@@ -699,6 +699,17 @@ fn the_agents_benchmark_runs_at_a_tiny_size() {
     }
 }
 
+/// An answer's status, `Retry-After` header and JSON body (`null` when it is not JSON).
+async fn answer(r: harmony_http::reqwest::Response) -> (u16, Option<String>, Value) {
+    let status = r.status().as_u16();
+    let retry_after = r
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    (status, retry_after, r.json().await.unwrap_or(Value::Null))
+}
+
 /// A replica whose only pooled PostgreSQL connection is stuck (its query waits on a table lock
 /// the test holds) answers the calls that cannot get a connection 503 with `Retry-After` and
 /// the `overloaded` code, never 500; once the lock goes, it answers normally again.
@@ -752,14 +763,7 @@ async fn a_busy_database_pool_is_answered_503_with_retry_after_not_500() {
                 .send()
                 .await
                 .unwrap();
-            let status = r.status().as_u16();
-            let retry_after = r
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let body: Value = r.json().await.unwrap_or(Value::Null);
-            (status, retry_after, body)
+            answer(r).await
         }
     });
     // One call holds the connection, blocked on the lock, until the lock goes: take the
@@ -844,13 +848,7 @@ async fn a_database_restart_is_answered_503_with_retry_after_never_500() {
         ];
         for call in calls {
             let r = call.bearer_auth(&ha.admin_token).send().await.unwrap();
-            let status = r.status().as_u16();
-            let retry_after = r
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let body: Value = r.json().await.unwrap_or(Value::Null);
+            let (status, retry_after, body) = answer(r).await;
             assert_eq!(status, 503, "{body}\n{}", ha.replicas[0].logs());
             assert_eq!(retry_after.as_deref(), Some("1"), "{body}");
             assert_eq!(body["code"], "store_unavailable", "{body}");
