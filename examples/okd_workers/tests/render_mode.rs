@@ -82,9 +82,8 @@ fn renders_dnsmasq_haproxy_and_ipxe_files_twice_identically() {
     }
     expected.extend([
         "haproxy/haproxy.cfg",
+        "http/ipxe-scripts.json",
         "http/www/boot.ipxe",
-        "http/www/ipxe/52-54-00-50-00-21.ipxe",
-        "http/www/ipxe/52-54-00-50-00-22.ipxe",
     ]);
     assert_eq!(names, expected);
     let wait = text(&before["dnsmasq/tftp/harmony-boot.ipxe"]);
@@ -97,7 +96,15 @@ fn renders_dnsmasq_haproxy_and_ipxe_files_twice_identically() {
         hosts,
         "52:54:00:50:00:21,192.168.50.21,worker0\n52:54:00:50:00:22,192.168.50.22,worker1\n"
     );
-    let script = text(&before["http/www/ipxe/52-54-00-50-00-22.ipxe"]);
+    // The per-host scripts are one table (name -> script), served as /ipxe/<name>.ipxe.
+    let scripts = harmony::infra::http_boot::ScriptTable::in_dir(&out.join("http"))
+        .read()
+        .unwrap();
+    assert_eq!(
+        scripts.keys().collect::<Vec<_>>(),
+        ["52-54-00-50-00-21.ipxe", "52-54-00-50-00-22.ipxe"]
+    );
+    let script = &scripts["52-54-00-50-00-22.ipxe"];
     assert!(
         script.contains("coreos.inst.ignition_url=http://192.168.50.2:8080/ignition/worker.ign"),
         "{script}"

@@ -172,18 +172,17 @@ fn the_guides_flow_discovery_assign_rules_and_install_disk_without_a_terminal() 
         hosts, "52:54:00:50:01:10,192.168.50.21,worker0\n52:54:00:50:01:12,192.168.50.22,worker1\n",
         "the two machines the rule matches, by host id:\n{said}"
     );
-    let script = |mac: &str| {
-        std::fs::read_to_string(services.join(format!("http/www/ipxe/{mac}.ipxe"))).unwrap()
-    };
+    let scripts = harmony::infra::http_boot::ScriptTable::in_dir(&services.join("http"))
+        .read()
+        .unwrap();
+    let script = |mac: &str| scripts[&format!("{mac}.ipxe")].clone();
     assert!(
         script("52-54-00-50-01-10").contains("coreos.inst.install_dev=/dev/nvme0n1 "),
         "the default install disk: the smallest SSD of at least 100 GB"
     );
     assert!(script("52-54-00-50-01-12").contains("coreos.inst.install_dev=/dev/vda "));
     assert!(
-        !services
-            .join("http/www/ipxe/52-54-00-50-01-14.ipxe")
-            .exists(),
+        !scripts.contains_key("52-54-00-50-01-14.ipxe"),
         "the small machine got no role"
     );
     assert!(

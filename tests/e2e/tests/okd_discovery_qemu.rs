@@ -498,13 +498,9 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
         )),
         "both NICs share the reservation, the boot NIC first:\n{hosts_file}"
     );
-    let script_text = std::fs::read_to_string(
-        lab.topology()
-            .http()
-            .root()
-            .join(format!("ipxe/{}.ipxe", mac.to_hyphenated())),
-    )
-    .unwrap();
+    let script_text = lab.topology().http().scripts().read().unwrap()
+        [&format!("{}.ipxe", mac.to_hyphenated())]
+        .clone();
     assert!(
         script_text.contains("coreos.inst.install_dev=/dev/sda "),
         "the disk --root-device {ROOT_DEVICE} names (SATA 20 GiB), not the small NVMe:\n{script_text}"

@@ -255,7 +255,7 @@ fn a_size_rule_matching_more_hosts_than_needed_picks_none_and_says_how_to_narrow
         "{said}"
     );
     assert!(
-        !dir.path().join("out/okd/http/www/ipxe").exists(),
+        !dir.path().join("out/okd/http/ipxe-scripts.json").exists(),
         "a host was scripted"
     );
     // Three hosts named by MAC for a role of two slots: an error naming the hosts and the

@@ -2,21 +2,24 @@
 //! and images from a folder Harmony owns, logs every request, and takes hardware reports from
 //! hosts being discovered (`POST /discovery`). See adr/0010.
 
+mod scripts;
 mod server;
 
 use async_trait::async_trait;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use harmony_types::Url;
 
 use super::bare_metal::{FileSync, ServiceMode};
-use crate::domain::ObjectChange;
 use crate::domain::capability::{CapabilityError, HttpAccess, HttpFile, HttpServer};
+use crate::domain::{ChangeAction, ObjectChange};
 
+pub use scripts::{ScriptTable, TABLE_FILE as SCRIPT_TABLE_FILE, script_name};
 pub use server::{
-    BootSink, DiscoverySink, HttpBootServer, IMAGE_PREFIX, ReportOutcome, ReportRefused,
-    parse_access_line,
+    BootServerConfig, BootSink, DiscoverySink, HttpBootServer, IMAGE_PREFIX, ReportOutcome,
+    ReportRefused, parse_access_line,
 };
 
 /// The HTTP boot backend: files under `<dir>/www`, requests logged to `<dir>/access.log`.
@@ -58,6 +61,12 @@ impl HttpBoot {
         self.dir.join("www")
     }
 
+    /// The per-host iPXE scripts (`ipxe/<name>.ipxe` files are kept here, not under
+    /// [`HttpBoot::root`]).
+    pub fn scripts(&self) -> ScriptTable {
+        ScriptTable::in_dir(&self.dir)
+    }
+
     /// The access log file.
     pub fn access_log_path(&self) -> PathBuf {
         self.dir.join("access.log")
@@ -83,13 +92,16 @@ impl HttpBoot {
     ) -> Result<std::net::SocketAddr, CapabilityError> {
         std::fs::create_dir_all(self.root())
             .map_err(|e| super::bare_metal::io_error(&self.root(), e))?;
-        let server = HttpBootServer::start_with_image(
+        let server = HttpBootServer::start(
             listener,
-            self.root(),
-            Some(self.access_log_path()),
-            discovery,
-            boots,
-            self.discovery_image.clone(),
+            BootServerConfig {
+                root: self.root(),
+                access_log: Some(self.access_log_path()),
+                discovery,
+                boots,
+                discovery_image: self.discovery_image.clone(),
+                scripts: Some(self.scripts()),
+            },
         )
         .map_err(|e| super::bare_metal::io_error(&self.access_log_path(), e))?;
         let addr = server.local_addr();
@@ -105,6 +117,46 @@ impl HttpBoot {
     /// Whether a server is running.
     pub fn is_serving(&self) -> bool {
         self.server.lock().map(|s| s.is_some()).unwrap_or(false)
+    }
+}
+
+impl HttpBoot {
+    /// Brings `wanted` into the scripts table (other entries stay), writing the table once and
+    /// only when an entry differs; one change per script, as one file each would give.
+    fn sync_scripts(
+        &self,
+        wanted: BTreeMap<String, String>,
+        writes: bool,
+    ) -> Result<Vec<ObjectChange>, CapabilityError> {
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let table = self.scripts();
+        let io = |e| super::bare_metal::io_error(table.path(), e);
+        let mut all = table.read().map_err(io)?;
+        let location = table.path().display().to_string();
+        let mut changes = Vec::with_capacity(wanted.len());
+        let mut changed = false;
+        for (name, text) in wanted {
+            let action = match all.get(&name) {
+                None => ChangeAction::Create,
+                Some(old) if *old == text => ChangeAction::Unchanged,
+                Some(_) => ChangeAction::Update,
+            };
+            changed |= action != ChangeAction::Unchanged;
+            changes.push(ObjectChange {
+                object: format!("HTTP /ipxe/{name}"),
+                action,
+                location: Some(format!("{location} [{name}]")),
+                diff: Vec::new(),
+                status: None,
+            });
+            all.insert(name, text);
+        }
+        if changed && writes {
+            table.write(&all).map_err(io)?;
+        }
+        Ok(changes)
     }
 }
 
@@ -140,17 +192,32 @@ impl HttpServer for HttpBoot {
         files: &[HttpFile],
     ) -> Result<Vec<ObjectChange>, CapabilityError> {
         let mut sync = FileSync::new();
+        let mut scripts = BTreeMap::new();
         for f in files {
             check_path(&f.path)?;
-            sync.add(
-                format!("HTTP /{}", f.path),
-                self.root().join(&f.path),
-                f.content.clone(),
-            );
+            match script_name(&f.path) {
+                Some(name) => {
+                    let text = String::from_utf8(f.content.clone()).map_err(|_| {
+                        CapabilityError::InvalidObject {
+                            object: format!("HTTP file {:?}", f.path),
+                            problem: "an iPXE script is text: it must be UTF-8".into(),
+                        }
+                    })?;
+                    scripts.insert(name.to_string(), text);
+                }
+                None => sync.add(
+                    format!("HTTP /{}", f.path),
+                    self.root().join(&f.path),
+                    f.content.clone(),
+                ),
+            }
         }
-        tokio::task::block_in_place(|| match self.mode {
-            ServiceMode::Plan => sync.plan(),
-            _ => sync.apply(),
+        let writes = self.mode.writes();
+        tokio::task::block_in_place(|| {
+            let mut changes = if writes { sync.apply()? } else { sync.plan()? };
+            changes.extend(self.sync_scripts(scripts, writes)?);
+            changes.sort_by(|a, b| a.object.cmp(&b.object));
+            Ok(changes)
         })
     }
 

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
+use super::scripts::{ScriptCache, ScriptTable, script_name};
 use crate::domain::capability::HttpAccess;
 use harmony_types::{DiscoveryReport, MacAddress};
 
@@ -69,41 +70,42 @@ struct Shared {
     boots: Option<BootSink>,
     /// The discovery image's folder, served as `/discovery/<file>`.
     discovery_image: Option<PathBuf>,
+    /// The per-host scripts, served as `/ipxe/<name>.ipxe`.
+    scripts: Option<ScriptCache>,
+}
+
+/// What a [`HttpBootServer`] serves and whom it tells.
+#[derive(Default)]
+pub struct BootServerConfig {
+    /// The folder served (`/<path>`).
+    pub root: PathBuf,
+    /// Where one line per request is appended, if anywhere.
+    pub access_log: Option<PathBuf>,
+    /// Takes the hardware reports of hosts being discovered (`POST /discovery`).
+    pub discovery: Option<DiscoverySink>,
+    /// Told of each per-MAC script fetched.
+    pub boots: Option<BootSink>,
+    /// The discovery image's folder (the discovery kernel and initramfs), served as
+    /// `/discovery/<file>`.
+    pub discovery_image: Option<PathBuf>,
+    /// The per-host scripts table, served as `/ipxe/<name>.ipxe` (see [`super::ScriptTable`]).
+    pub scripts: Option<ScriptTable>,
 }
 
 impl HttpBootServer {
-    /// Serves `root` on `listener`, appending one line per request to `access_log`. Needs a
-    /// Tokio runtime.
+    /// Serves `config.root` (and the rest of `config`) on `listener`. Needs a Tokio runtime.
     pub fn start(
         listener: std::net::TcpListener,
-        root: PathBuf,
-        access_log: Option<PathBuf>,
-        discovery: Option<DiscoverySink>,
+        config: BootServerConfig,
     ) -> std::io::Result<Self> {
-        Self::start_with_boots(listener, root, access_log, discovery, None)
-    }
-
-    /// Like [`HttpBootServer::start`], also telling `boots` of each per-MAC script fetched.
-    pub fn start_with_boots(
-        listener: std::net::TcpListener,
-        root: PathBuf,
-        access_log: Option<PathBuf>,
-        discovery: Option<DiscoverySink>,
-        boots: Option<BootSink>,
-    ) -> std::io::Result<Self> {
-        Self::start_with_image(listener, root, access_log, discovery, boots, None)
-    }
-
-    /// Like [`HttpBootServer::start_with_boots`], also serving the files of `discovery_image`
-    /// (the discovery kernel and initramfs) as `/discovery/<file>`.
-    pub fn start_with_image(
-        listener: std::net::TcpListener,
-        root: PathBuf,
-        access_log: Option<PathBuf>,
-        discovery: Option<DiscoverySink>,
-        boots: Option<BootSink>,
-        discovery_image: Option<PathBuf>,
-    ) -> std::io::Result<Self> {
+        let BootServerConfig {
+            root,
+            access_log,
+            discovery,
+            boots,
+            discovery_image,
+            scripts,
+        } = config;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -129,6 +131,7 @@ impl HttpBootServer {
             discovery,
             boots,
             discovery_image,
+            scripts: scripts.map(ScriptCache::new),
         });
         let (stop, mut stopped) = watch::channel(false);
         tokio::spawn(async move {
@@ -211,9 +214,13 @@ async fn handle(shared: &Shared, client: SocketAddr, req: Request<Incoming>) -> 
         (&Method::GET | &Method::HEAD, image) if image.starts_with(IMAGE_PREFIX) => {
             discovery_image(shared, image, method == Method::HEAD).await
         }
-        (&Method::GET | &Method::HEAD, _) => {
-            file(&shared.root, &path, method == Method::HEAD).await
-        }
+        (&Method::GET | &Method::HEAD, _) => match (&shared.scripts, script_of(&path)) {
+            (Some(scripts), Some(name)) => match scripts.get(name) {
+                Some(script) => bytes(script, method == Method::HEAD),
+                None => text(StatusCode::NOT_FOUND, "not found\n"),
+            },
+            _ => file(&shared.root, &path, method == Method::HEAD).await,
+        },
         _ => text(
             StatusCode::METHOD_NOT_ALLOWED,
             "GET, HEAD or POST /discovery\n",
@@ -263,6 +270,27 @@ fn note_script_fetch(shared: &Shared, access: &HttpAccess) {
     if let Some(mac) = mac {
         sink(mac);
     }
+}
+
+/// The scripts-table entry a request path names, if it names one.
+fn script_of(path: &str) -> Option<&str> {
+    path.strip_prefix('/').and_then(script_name)
+}
+
+/// A 200 with `body` (or only its length, for HEAD).
+fn bytes(body: Bytes, head: bool) -> Response<Body> {
+    let len = body.len();
+    let body = if head { Bytes::new() } else { body };
+    let mut r = Response::new(
+        Full::new(body)
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    r.headers_mut().insert(
+        hyper::header::CONTENT_LENGTH,
+        hyper::header::HeaderValue::from(len),
+    );
+    r
 }
 
 fn resolve(root: &Path, path: &str) -> Option<PathBuf> {

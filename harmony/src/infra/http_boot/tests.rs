@@ -37,6 +37,12 @@ async fn serves_files_logs_requests_and_takes_discovery_reports() {
         boot.ensure_http_files(&files).await.unwrap()[0].action,
         ChangeAction::Unchanged
     );
+    // Per-host scripts go to the one table file, not a file each under www/.
+    assert!(!boot.root().join("ipxe").exists());
+    assert_eq!(
+        boot.scripts().read().unwrap()["52-54-00-00-00-21.ipxe"],
+        "#!ipxe\necho hi\n"
+    );
     let reports: Arc<std::sync::Mutex<Vec<PhysicalHost>>> = Arc::default();
     let seen = reports.clone();
     let sink: DiscoverySink = Arc::new(move |_client, r: harmony_types::DiscoveryReport| {
@@ -255,4 +261,82 @@ async fn forged_discovery_reports_are_refused_naming_the_field() {
         reports.lock().unwrap()[0].serial.as_deref(),
         Some("CZJ1234567")
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn per_host_scripts_are_served_from_the_table_as_it_changes_and_never_from_stale_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let boot = HttpBoot::new(
+        dir.path().to_path_buf(),
+        Url::parse("http://127.0.0.1:8080/").unwrap(),
+        ServiceMode::Apply,
+    );
+    let script = |mac: &str, text: &str| HttpFile {
+        path: format!("ipxe/{mac}.ipxe"),
+        content: text.as_bytes().to_vec(),
+    };
+    let first = boot
+        .ensure_http_files(&[
+            script("52-54-00-00-00-22", "#!ipxe\necho two\n"),
+            script("52-54-00-00-00-21", "#!ipxe\necho one\n"),
+        ])
+        .await
+        .unwrap();
+    let seen: Vec<(&str, ChangeAction)> = first
+        .iter()
+        .map(|c| (c.object.as_str(), c.action))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("HTTP /ipxe/52-54-00-00-00-21.ipxe", ChangeAction::Create),
+            ("HTTP /ipxe/52-54-00-00-00-22.ipxe", ChangeAction::Create)
+        ],
+        "one change per script, in path order"
+    );
+    // A script a version before ADR 0026 left as a file is not served: /ipxe/ is the table's.
+    std::fs::create_dir_all(boot.root().join("ipxe")).unwrap();
+    std::fs::write(
+        boot.root().join("ipxe/52-54-00-00-00-99.ipxe"),
+        "#!ipxe\nstale\n",
+    )
+    .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = boot.serve_on(listener, None).unwrap();
+    let fetch = move |path: &'static str| tokio::task::spawn_blocking(move || get(addr, path));
+    let one = fetch("/ipxe/52-54-00-00-00-21.ipxe").await.unwrap();
+    assert!(
+        one.starts_with("HTTP/1.1 200") && one.ends_with("echo one\n"),
+        "{one}"
+    );
+    let stale = fetch("/ipxe/52-54-00-00-00-99.ipxe").await.unwrap();
+    assert!(stale.starts_with("HTTP/1.1 404"), "{stale}");
+
+    // Changing one script while the server runs: reported as one update, served at once, the
+    // other script untouched.
+    let second = boot
+        .ensure_http_files(&[script("52-54-00-00-00-21", "#!ipxe\necho changed\n")])
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(second[0].action, ChangeAction::Update);
+    let one = fetch("/ipxe/52-54-00-00-00-21.ipxe").await.unwrap();
+    assert!(one.ends_with("echo changed\n"), "{one}");
+    let two = fetch("/ipxe/52-54-00-00-00-22.ipxe").await.unwrap();
+    assert!(two.ends_with("echo two\n"), "{two}");
+    let head = tokio::task::spawn_blocking(move || {
+        request(
+            addr,
+            "HEAD /ipxe/52-54-00-00-00-22.ipxe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+    })
+    .await
+    .unwrap();
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.contains("content-length: 16"),
+        "{head}"
+    );
+    // The table is not downloadable whole.
+    let table = fetch("/ipxe-scripts.json").await.unwrap();
+    assert!(table.starts_with("HTTP/1.1 404"), "{table}");
 }

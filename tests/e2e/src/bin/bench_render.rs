@@ -20,6 +20,7 @@ use harmony::domain::capability::{ClusterLayout, LogicalHost};
 use harmony::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
 use harmony::domain::operator::{OperatorHandle, Unattended};
 use harmony::domain::{Inventory, Maestro, RunContext, RunOptions, ScoreStatus};
+use harmony::infra::http_boot::ScriptTable;
 use harmony::infra::okd::{BareMetalServices, HAClusterTopology};
 use harmony::types::{Dns1123Label, HostName, Id, IpAddress, Ipv4Cidr, MacAddress};
 use harmony_e2e::bench::stats;
@@ -203,7 +204,7 @@ fn read(path: &Path) -> BenchResult<String> {
 }
 
 /// The rendered files hold every host and only them: `dnsmasq/dhcp-hosts` has one line per
-/// MAC with its address, `http/www/ipxe/` one script per MAC, and the haproxy configuration
+/// MAC with its address, the scripts table `http/ipxe-scripts.json` one script per MAC, and the haproxy configuration
 /// names every worker's address in its backends.
 fn verify(root: &Path, hosts: usize) -> BenchResult<String> {
     let mut files = Vec::new();
@@ -227,16 +228,18 @@ fn verify(root: &Path, hosts: usize) -> BenchResult<String> {
             ));
         }
     }
-    let ipxe_dir = root.join("http/www/ipxe");
+    let table = ScriptTable::in_dir(&root.join("http"));
     let mut scripts = HashSet::new();
-    for entry in std::fs::read_dir(&ipxe_dir).map_err(|e| format!("{}: {e}", ipxe_dir.display()))? {
-        let name = entry.map_err(|e| e.to_string())?.file_name();
-        let name = name.to_string_lossy();
+    for name in table
+        .read()
+        .map_err(|e| format!("{}: {e}", table.path().display()))?
+        .keys()
+    {
         let mac = name.trim_end_matches(".ipxe").replace('-', ":");
         if !want.contains_key(&mac) {
             return Err(format!(
                 "{}: a script for an unknown MAC: {name}",
-                ipxe_dir.display()
+                table.path().display()
             ));
         }
         scripts.insert(mac);
