@@ -60,6 +60,17 @@ pub const BOOTSTRAP_PREFIX: &str = "hbt_";
 /// Prefix of long-lived agent identities.
 pub const IDENTITY_PREFIX: &str = "hid_";
 
+/// How long one side of an agent connection waits without hearing anything from the other
+/// before it drops the connection, for a heartbeat of `heartbeat`. The agent sends a ping frame
+/// and a WebSocket ping every heartbeat, and the control plane answers the WebSocket ping at
+/// once, so each side hears the other at least once per heartbeat: a flow a load balancer
+/// black-holed, or a peer that went silent, is noticed by the second heartbeat after the last
+/// sign of life (the agent checks at each heartbeat), with a grace of half a heartbeat, and at
+/// least 2 s, for a busy peer.
+pub fn silence_limit(heartbeat: std::time::Duration) -> std::time::Duration {
+    heartbeat + (heartbeat / 2).max(std::time::Duration::from_secs(2))
+}
+
 /// WebSocket close codes the control plane uses to refuse or end a connection (private range).
 pub mod close {
     /// The hello was missing, malformed or spoke another protocol version.

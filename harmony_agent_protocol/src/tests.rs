@@ -1,5 +1,25 @@
 //! Frame round trips, the decoder's refusals, and a mutation test of the decoder.
 use super::*;
+
+#[test]
+fn a_silent_flow_is_dropped_by_the_second_heartbeat_after_the_last_answer() {
+    use std::time::Duration;
+    for h in [0.2, 1.0, 5.0, 30.0] {
+        let h = Duration::from_secs_f64(h);
+        let limit = silence_limit(h);
+        // Heard within one heartbeat (answer to the last ping): kept, with room to spare.
+        assert!(limit >= h + Duration::from_secs(2).min(h / 2), "{h:?}");
+        // Checked at each heartbeat: two heartbeats of silence exceed it (5 s: 7.5 s).
+        assert!(
+            limit < h * 2 || h < Duration::from_secs(4),
+            "{h:?}: {limit:?}"
+        );
+    }
+    assert_eq!(
+        silence_limit(Duration::from_secs(5)),
+        Duration::from_millis(7500)
+    );
+}
 use serde_json::{Value, json};
 
 #[test]

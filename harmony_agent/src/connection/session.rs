@@ -46,16 +46,6 @@ async fn send(ws: &mut Ws, frame: Frame, limit: u64) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// How long the agent waits without hearing anything from the control plane before it drops
-/// the connection and reconnects. Every heartbeat sends a WebSocket ping the control plane
-/// answers at once, so a live connection is heard at least once per heartbeat: a flow a load
-/// balancer black-holed is noticed at the second heartbeat after the last answer (the limit is
-/// checked at each heartbeat), with a grace of half a heartbeat, and at least 2 s, for a busy
-/// control plane's answer.
-pub(super) fn silence_limit(heartbeat: Duration) -> Duration {
-    heartbeat + (heartbeat / 2).max(Duration::from_secs(2))
-}
-
 fn close_of(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>) -> (u16, String) {
     frame
         .map(|f| (u16::from(f.code), f.reason.to_string()))
@@ -269,7 +259,7 @@ impl super::Agent {
         }
         let mut ticker = tokio::time::interval(heartbeat);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let silence_limit = silence_limit(heartbeat);
+        let silence_limit = harmony_agent_protocol::silence_limit(heartbeat);
         let mut last_heard = Instant::now();
         let mut seq = 0u64;
         // Far in the future when no renewal is due on this connection.
@@ -411,30 +401,5 @@ impl super::Agent {
                 reason: "agent shutting down".into(),
             }))
             .await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::silence_limit;
-    use std::time::Duration;
-
-    #[test]
-    fn a_silent_flow_is_dropped_by_the_second_heartbeat_after_the_last_answer() {
-        for h in [0.2, 1.0, 5.0, 30.0] {
-            let h = Duration::from_secs_f64(h);
-            let limit = silence_limit(h);
-            // Heard within one heartbeat (answer to the last ping): kept, with room to spare.
-            assert!(limit >= h + Duration::from_secs(2).min(h / 2), "{h:?}");
-            // Checked at each heartbeat: two heartbeats of silence exceed it (5 s: 7.5 s).
-            assert!(
-                limit < h * 2 || h < Duration::from_secs(4),
-                "{h:?}: {limit:?}"
-            );
-        }
-        assert_eq!(
-            silence_limit(Duration::from_secs(5)),
-            Duration::from_millis(7500)
-        );
     }
 }

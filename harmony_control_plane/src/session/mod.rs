@@ -234,7 +234,12 @@ async fn serve<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let region = state.region.clone();
-    let silence = state.cp.settings.policy.unavailable_after;
+    // An agent heartbeats every heartbeat; one not heard by the second heartbeat (or, if that is
+    // sooner, by the time its zone turns unavailable) is gone or its flow is dead: the session
+    // is closed so a replacement connection is not kept waiting behind it.
+    let policy = &state.cp.settings.policy;
+    let silence =
+        harmony_agent_protocol::silence_limit(policy.heartbeat).min(policy.unavailable_after);
     // Everything unanswered first, in order; then whatever the wake-ups bring.
     inbox.deliver.notify_one();
     // Only frames from the agent count as signs of life, not what this side sends.

@@ -811,3 +811,57 @@ async fn no_token_appears_in_any_log_line_at_any_verbosity() {
         println!("{who}: {lines} log lines checked, no token");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_that_falls_silent_is_closed_by_the_second_heartbeat_not_when_its_zone_turns_unavailable()
+ {
+    use tokio_tungstenite::tungstenite::Message;
+    // Heartbeat 1 s; the zone would turn unavailable only after 10 minutes. Before, the control
+    // plane held a silent agent's session that long (until "unavailable"); now it closes it by
+    // the second heartbeat (1 s + 2 s grace), so the test's 60 s deadline is far from both.
+    let w = world(ControlPlaneOptions {
+        heartbeat_ms: 1_000,
+        unhealthy_after_ms: 3_000,
+        unavailable_after_ms: 600_000,
+        ..Default::default()
+    });
+    let quiet = w.create("quiet", "z").await;
+    let mut ws = raw_connect(&w, Some(quiet.bootstrap_token.expose())).await;
+    ws.send(Message::text(
+        json!({"type": "hello", "agent_version": "raw", "region": "quiet", "zone": "z", "ops": [], "protocol": 1}).to_string(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(next_text(&mut ws).await["type"], "welcome");
+    ws.send(Message::text(
+        json!({"type": "ping", "seq": 1, "status": {"k8s_reachable": true}}).to_string(),
+    ))
+    .await
+    .unwrap();
+    // Then nothing: no heartbeat, no WebSocket ping. The connection stays open (this side
+    // keeps reading) until the control plane ends it.
+    let closed = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(f))) => return f,
+                None | Some(Err(_)) => return None,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await
+    .expect("the control plane closes a silent agent's connection");
+    let closed = closed.expect("with a close frame");
+    assert_eq!(u16::from(closed.code), 1001, "{closed:?}");
+    assert_eq!(closed.reason.as_str(), "no heartbeat", "{closed:?}");
+    let status = w
+        .client
+        .region("quiet")
+        .await
+        .unwrap()
+        .expect("region quiet");
+    assert!(
+        !status.connected,
+        "the closed session is not shown connected: {status:?}"
+    );
+}
