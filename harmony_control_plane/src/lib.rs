@@ -119,7 +119,20 @@ impl Server {
     /// Opens the store, starts the background tasks and binds the port.
     pub async fn bind(config: &Config) -> Result<Self, CpError> {
         let settings = config.settings()?;
-        let limits = config.limits();
+        let wanted = config.limits();
+        let limits = match listener::open_file_limit() {
+            Some(nofile) => wanted.fit_to_open_files(nofile),
+            None => wanted,
+        };
+        if limits.max_connections < wanted.max_connections {
+            log::warn!(
+                "--max-connections {} lowered to {}: the open-file limit is {} and {} descriptors are kept for the database and files (raise `ulimit -n` to hold more)",
+                wanted.max_connections,
+                limits.max_connections,
+                listener::open_file_limit().unwrap_or_default(),
+                listener::RESERVED_FDS
+            );
+        }
         let tls = tls::server_config(&config.tls_cert, &config.tls_key)?;
         let admin = read_admin_token(&config.admin_token_file)?;
         let store = store::open(&config.store()).await?;

@@ -57,6 +57,7 @@ pub async fn upgrade(State(s): State<AppState>, mut req: Request) -> Response {
         )
         .into_response();
     };
+    let proof = req.extensions().get::<super::listener::Proof>().cloned();
     let config = ws_config(s.cp.settings.max_frame_bytes, s.ws_buffer_bytes);
     let cp = s.cp.clone();
     tokio::spawn(async move {
@@ -68,7 +69,7 @@ pub async fn upgrade(State(s): State<AppState>, mut req: Request) -> Response {
                     Some(config),
                 )
                 .await;
-                session::run(cp, ws, credential, peer).await;
+                session::run(cp, ws, credential, peer, proof).await;
             }
             Err(e) => log::debug!("upgrade from {peer} failed: {e}"),
         }

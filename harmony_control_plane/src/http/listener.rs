@@ -13,10 +13,14 @@
 //!
 //! An upgraded connection (WebSocket) leaves hyper: neither timer applies any more, the session
 //! on top has its own heartbeat timeout. Every connection, upgraded or not, holds one permit of
-//! a semaphore of `max_connections` from before its TLS handshake until its socket is closed;
-//! when none is left, the loop stops accepting and the kernel's backlog holds new connections.
-//! `accept()` errors (EMFILE, ENFILE, ENOBUFS, ...) back off from 50 ms to 500 ms instead of
-//! spinning on a listener that stays readable, and never end the loop.
+//! a semaphore of `max_connections` from before its TLS handshake until its socket is closed.
+//! When none is left, the oldest connection that has not authenticated is shed to make room
+//! for the newcomer ([`shed`]: so an agent with a valid identity is served on its first attempt
+//! while idle, trickling or silent connections fill the listener); when every open connection
+//! authenticated, the newcomer waits for a permit and the kernel's backlog holds the rest.
+//! `accept()` errors (EMFILE, ENFILE, ENOBUFS, ...) shed the oldest unauthenticated connection
+//! too; with none to shed they back off from 50 ms to 500 ms instead of spinning on a listener
+//! that stays readable, and never end the loop.
 
 use axum::Router;
 use axum::body::Body;
@@ -39,12 +43,18 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio_rustls::LazyConfigAcceptor;
 
+mod shed;
+pub use shed::Proof;
+use shed::{Leave, Sheddable, Unproven};
+
 /// First and longest pause after a failed `accept()`; doubled on each failure in a row.
 const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// See [`ACCEPT_BACKOFF_MIN`].
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_millis(500);
 /// Shortest interval between two "connection limit reached" warnings.
 const FULL_WARNING_EVERY: Duration = Duration::from_secs(10);
+/// Pause after shedding a connection for a descriptor, while its task closes it.
+const SHED_PAUSE: Duration = Duration::from_millis(5);
 /// hyper refuses a read buffer below this size.
 const MIN_HEADER_BYTES: usize = 8192;
 
@@ -82,6 +92,32 @@ impl Default for Limits {
     }
 }
 
+/// Descriptors kept for everything but client connections: the state database's pool, the
+/// listener, files and logs.
+pub const RESERVED_FDS: u64 = 128;
+
+impl Limits {
+    /// These limits with `max_connections` lowered, if needed, to fit an open-file limit of
+    /// `nofile` less [`RESERVED_FDS`]: the listener then reaches its own bound (and sheds
+    /// unauthenticated connections there) before `accept()` runs out of descriptors.
+    pub fn fit_to_open_files(mut self, nofile: u64) -> Self {
+        let room = usize::try_from(nofile.saturating_sub(RESERVED_FDS)).unwrap_or(usize::MAX);
+        self.max_connections = self.max_connections.min(room).max(1);
+        self
+    }
+}
+
+/// The process's open-file limit (soft `RLIMIT_NOFILE`), if it can be read.
+pub fn open_file_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct passed by pointer.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    ok.then_some(limit.rlim_cur)
+}
+
 /// Serves `app` on `listener` over TLS until the process ends. See the module doc.
 pub async fn serve(
     listener: TcpListener,
@@ -103,27 +139,12 @@ pub async fn serve_with_shutdown(
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let handshakes = Arc::new(Semaphore::new(limits.max_handshakes.max(1)));
+    let unproven = Arc::new(Unproven::default());
     let mut backoff = ACCEPT_BACKOFF_MIN;
     // Under a flood every freed permit is taken at once: warn about the limit now and then only.
     let mut warned_full: Option<tokio::time::Instant> = None;
     tokio::pin!(shutdown);
     loop {
-        let permit = match permits.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                if warned_full.is_none_or(|t| t.elapsed() >= FULL_WARNING_EVERY) {
-                    warned_full = Some(tokio::time::Instant::now());
-                    log::warn!(
-                        "{} connections open (--max-connections): new connections wait in the kernel's backlog until one closes",
-                        limits.max_connections.max(1)
-                    );
-                }
-                tokio::select! {
-                    p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-                    () = &mut shutdown => return,
-                }
-            }
-        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             () = &mut shutdown => return,
@@ -133,6 +154,15 @@ pub async fn serve_with_shutdown(
             Err(e) if is_per_connection(&e) => {
                 // The peer gave up before we accepted: nothing wrong with the listener.
                 log::debug!("accept: {e}");
+                continue;
+            }
+            Err(e) if unproven.shed_oldest() => {
+                // Out of descriptors: the oldest connection that never authenticated makes room.
+                log::debug!("accept: {e}; shed the oldest unauthenticated connection");
+                tokio::select! {
+                    () = tokio::time::sleep(SHED_PAUSE) => {}
+                    () = &mut shutdown => return,
+                }
                 continue;
             }
             Err(e) => {
@@ -151,14 +181,36 @@ pub async fn serve_with_shutdown(
             }
         };
         backoff = ACCEPT_BACKOFF_MIN;
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                if unproven.shed_oldest() {
+                    log::debug!(
+                        "{} connections open (--max-connections): shed the oldest unauthenticated one for {peer}",
+                        limits.max_connections.max(1)
+                    );
+                } else if warned_full.is_none_or(|t| t.elapsed() >= FULL_WARNING_EVERY) {
+                    warned_full = Some(tokio::time::Instant::now());
+                    log::warn!(
+                        "{} connections open (--max-connections), every one authenticated: new connections wait in the kernel's backlog until one closes",
+                        limits.max_connections.max(1)
+                    );
+                }
+                tokio::select! {
+                    p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+                    () = &mut shutdown => return,
+                }
+            }
+        };
+        let (mark, proof) = unproven.enter();
         tokio::spawn(connection(
-            tcp,
+            Sheddable { io: tcp, mark },
             peer,
             tls.clone(),
             handshakes.clone(),
             app.clone(),
             limits,
-            permit,
+            (permit, proof),
         ));
     }
 }
@@ -176,24 +228,27 @@ fn is_per_connection(e: &io::Error) -> bool {
 /// One connection: TLS handshake, then HTTP/1.1 until the client leaves, a timeout fires or the
 /// connection is upgraded (the upgraded socket keeps `permit`, inside [`Held`]).
 async fn connection(
-    tcp: TcpStream,
+    tcp: Sheddable<TcpStream>,
     peer: SocketAddr,
     tls: tokio_rustls::TlsAcceptor,
     handshakes: Arc<Semaphore>,
     app: Router,
     limits: Limits,
-    permit: OwnedSemaphorePermit,
+    (permit, proof): (OwnedSemaphorePermit, Proof),
 ) {
-    let _ = tcp.set_nodelay(true);
+    let _ = tcp.io.set_nodelay(true);
+    let leave = Leave(proof.clone());
+    let mark = tcp.mark.clone();
     let handshake = async {
         // The ClientHello is read before taking a turn, so a connection that sends nothing (or
         // trickles) never holds one; each step has the whole handshake timeout.
         let hello = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
         let start = tokio::time::timeout(limits.tls_handshake_timeout, hello).await??;
-        let _turn = handshakes
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed");
+        let _turn = tokio::select! {
+            t = handshakes.acquire_owned() => t.expect("the semaphore is never closed"),
+            // Shed while waiting for its turn (its socket is not being read then).
+            () = mark.until_shed() => return Err(io::Error::from(io::ErrorKind::ConnectionAborted)),
+        };
         let accept = start.into_stream(tls.config().clone());
         tokio::time::timeout(limits.tls_handshake_timeout, accept).await?
     };
@@ -217,6 +272,7 @@ async fn connection(
     let service = tower::ServiceBuilder::new()
         .map_request(move |mut req: Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(peer));
+            req.extensions_mut().insert(proof.clone());
             req
         })
         .map_future(move |response| tracked(response, InFlight::begin(in_flight.clone())))
@@ -229,6 +285,7 @@ async fn connection(
             TokioIo::new(Held {
                 io: stream,
                 _permit: permit,
+                _leave: leave,
             }),
             TowerToHyperService::new(service),
         )
@@ -312,6 +369,9 @@ async fn idle_for(in_flight: &mut watch::Receiver<usize>, timeout: Duration) {
 struct Held<T> {
     io: T,
     _permit: OwnedSemaphorePermit,
+    /// Off the unproven list when the socket closes, not before (an upgraded socket outlives
+    /// its HTTP connection).
+    _leave: Leave,
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Held<T> {

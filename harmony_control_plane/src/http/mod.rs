@@ -190,6 +190,10 @@ async fn authenticate(State(state): State<AppState>, mut req: Request, next: Nex
         .code(code::FORBIDDEN)
         .into_response();
     }
+    // A caller with a valid token: its connection is never shed to make room (listener::shed).
+    if let Some(proof) = req.extensions().get::<listener::Proof>() {
+        proof.proven();
+    }
     req.extensions_mut().insert(caller);
     next.run(req).await
 }

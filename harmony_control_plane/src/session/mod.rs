@@ -117,12 +117,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Socket<S> {
     }
 }
 
-/// Runs one agent connection to its end. `credential` is the `Authorization` bearer token.
+/// Runs one agent connection to its end. `credential` is the `Authorization` bearer token;
+/// `proof`, if given, is told once the agent authenticated (its connection is then never shed
+/// to make room on a full listener).
 pub async fn run<S>(
     cp: Arc<ControlPlane>,
     ws: WebSocketStream<S>,
     credential: Option<SecretString>,
     peer: SocketAddr,
+    proof: Option<crate::http::listener::Proof>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -161,6 +164,9 @@ pub async fn run<S>(
             return;
         }
     };
+    if let Some(proof) = &proof {
+        proof.proven();
+    }
     let region = hello.region.clone();
     let welcome = Frame::Welcome(Welcome {
         heartbeat_s: cp.settings.policy.heartbeat.as_secs_f64(),

@@ -117,6 +117,8 @@ pub struct ControlPlaneOptions {
     pub extra_args: Vec<String>,
     /// `RUST_LOG` for the process (unset when `None`).
     pub rust_log: Option<String>,
+    /// The process's open-file limit (soft and hard `RLIMIT_NOFILE`); inherited when `None`.
+    pub open_files: Option<u64>,
 }
 
 impl Default for ControlPlaneOptions {
@@ -130,6 +132,7 @@ impl Default for ControlPlaneOptions {
             unavailable_after_ms: 1500,
             extra_args: Vec::new(),
             rust_log: None,
+            open_files: None,
         }
     }
 }
@@ -215,6 +218,24 @@ impl ControlPlane {
         }
         if let Some(l) = &o.rust_log {
             cmd.env("RUST_LOG", l);
+        }
+        if let Some(n) = o.open_files {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: setrlimit is async-signal-safe and only reads `limit`, which is copied
+            // into the closure.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
         }
         let child = cmd
             .spawn()

@@ -276,3 +276,189 @@ async fn idle_and_slowloris_connections_are_cut_by_timeouts_while_a_new_agent_ge
         .unwrap();
     assert!(res.ok, "{res:?}");
 }
+
+/// A silent WebSocket upgrade of the agents' path: the upgrade completes, no hello follows.
+const SILENT_UPGRADE: &str = "GET /v1/agent HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_control_plane_sheds_unauthenticated_connections_so_agents_get_in_on_their_first_attempt()
+ {
+    // A control plane with 1,024 descriptors (so at most 1,024 - 128 connections), and a crowd
+    // of 2,000 idle TCP connections, 500 slowloris heads and 200 silent upgrades: three times
+    // what it can hold, every timeout two minutes so none frees a descriptor during the test.
+    // Before shedding, an agent's connection waited behind the crowd until a timeout fired:
+    // every first attempt failed. Now each newcomer sheds the oldest unauthenticated one.
+    const OPEN_FILES: u64 = 1_024;
+    const CROWD_IDLE: usize = 2_000;
+    const CROWD_SLOWLORIS: usize = 500;
+    const CROWD_UPGRADES: usize = 200;
+    const AGENTS: usize = 3;
+    let fd_limit = raise_fd_limit();
+    let needed = (CROWD_IDLE + CROWD_SLOWLORIS + CROWD_UPGRADES) as u64 + 512;
+    assert!(
+        fd_limit >= needed,
+        "the open-file hard limit is {fd_limit}; this test needs {needed} (raise it with `ulimit -Hn`)"
+    );
+    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let pki = Pki::new().unwrap();
+    let cp = ControlPlane::start(
+        CP_BIN.as_ref(),
+        &pki,
+        ControlPlaneOptions {
+            extra_args: [
+                "--tls-handshake-timeout-ms",
+                "120000",
+                "--header-read-timeout-ms",
+                "120000",
+            ]
+            .map(String::from)
+            .to_vec(),
+            open_files: Some(OPEN_FILES),
+            heartbeat_ms: 1_000,
+            unhealthy_after_ms: 3_000,
+            unavailable_after_ms: 6_000,
+            ..ControlPlaneOptions::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let pid = cp.pid().unwrap();
+    let client = cp.client();
+    let mut tokens = Vec::new();
+    for i in 0..AGENTS {
+        let region = RegionId::parse(&format!("honest{i}")).unwrap();
+        let created = client
+            .create_region(&region, &ZoneId::parse("z1").unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        tokens.push(created.bootstrap_token);
+    }
+    let (addr, tls) = (cp.addr, tls_connector(&pki.ca_pem).unwrap());
+
+    // The crowd, oldest first. Every member's connect and handshake is bounded (so a listener
+    // that cannot take the crowd does not stall the test) and a member shed on the way just
+    // ends: the crowd only has to keep the listener full. Each reports once it is settled.
+    let (settled_tx, mut settled) = tokio::sync::mpsc::unbounded_channel::<bool>();
+    let mut crowd = Vec::new();
+    let until = Instant::now() + Duration::from_secs(180);
+    for _ in 0..CROWD_IDLE {
+        let settled = settled_tx.clone();
+        crowd.push(tokio::spawn(async move {
+            let tcp = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr)).await;
+            let Ok(Ok(mut tcp)) = tcp else {
+                let _ = settled.send(false);
+                return;
+            };
+            let _ = settled.send(true);
+            closed_by_server(&mut tcp, until).await;
+        }));
+        // Oldest first: the connects are made in order.
+        tokio::task::yield_now().await;
+    }
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(128));
+    for i in 0..CROWD_SLOWLORIS + CROWD_UPGRADES {
+        let permit = handshakes.clone().acquire_owned().await.unwrap();
+        let (tls, settled) = (tls.clone(), settled_tx.clone());
+        crowd.push(tokio::spawn(async move {
+            let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+            let open = async {
+                let tcp = TcpStream::connect(addr).await?;
+                let mut s = tls.connect(name, tcp).await?;
+                if i >= CROWD_SLOWLORIS {
+                    s.write_all(SILENT_UPGRADE.as_bytes()).await?;
+                    let mut head = Vec::new();
+                    let mut b = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        s.read_exact(&mut b).await?;
+                        head.push(b[0]);
+                    }
+                }
+                Ok::<_, std::io::Error>(s)
+            };
+            let opened = tokio::time::timeout(Duration::from_secs(5), open).await;
+            drop(permit);
+            let Ok(Ok(mut s)) = opened else {
+                let _ = settled.send(false);
+                return;
+            };
+            let _ = settled.send(true);
+            if i < CROWD_SLOWLORIS {
+                trickle(&mut s, until).await;
+            } else {
+                closed_by_server(&mut s, until).await;
+            }
+        }));
+    }
+    // (Each task keeps its sender for its life: count the reports, not the channel's end.)
+    let mut opened = 0;
+    for _ in 0..crowd.len() {
+        opened += usize::from(settled.recv().await.unwrap_or(false));
+    }
+    let held = open_fds(pid);
+    println!(
+        "crowd of {} in ({opened} opened); control plane descriptors {held} of {OPEN_FILES}",
+        crowd.len()
+    );
+    assert!(
+        opened as u64 > OPEN_FILES,
+        "only {opened} crowd connections opened: the test proves nothing"
+    );
+
+    // Honest agents now: each is served on its first attempt and turns healthy.
+    let dir = tempfile::tempdir().unwrap();
+    let mut agents = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let file = dir.path().join(format!("token{i}"));
+        std::fs::write(&file, token.expose()).unwrap();
+        let o = AgentOptions {
+            bootstrap_token_file: Some(file),
+            ..AgentOptions::new(
+                &cp.url(),
+                &format!("honest{i}"),
+                "z1",
+                pki.ca(),
+                server.kubeconfig(),
+                dir.path().join(format!("identity{i}")),
+            )
+        };
+        let log = dir.path().join(format!("agent{i}.log"));
+        agents.push((Agent::start(AGENT_BIN.as_ref(), &o, &log).unwrap(), log));
+    }
+    let started = Instant::now();
+    for i in 0..AGENTS {
+        let region = format!("honest{i}");
+        while client.region(&region).await.unwrap().unwrap().health != Health::Healthy {
+            assert!(
+                started.elapsed() < WAIT,
+                "agent {region} never got healthy:\n{}",
+                cp.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    println!(
+        "{AGENTS} agents healthy {:.1} s after they started",
+        started.elapsed().as_secs_f64()
+    );
+    for (_, log) in &agents {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        assert!(
+            !text.contains("connection to the control plane lost"),
+            "an agent's attempt failed before it got in:\n{text}"
+        );
+    }
+    let res = client
+        .request(
+            "honest0",
+            "through-a-full-listener",
+            "get_inventory",
+            serde_json::json!({}),
+            WAIT,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(res.ok, "{res:?}");
+    for c in crowd {
+        c.abort();
+    }
+}

@@ -32,19 +32,42 @@ async fn start(
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let app = Router::new()
-        .route(
-            "/peer",
-            get(|ConnectInfo(p): ConnectInfo<SocketAddr>| async move { format!("{p}\n") }),
-        )
-        .route(
-            "/slow",
-            get(|| async {
-                tokio::time::sleep(Duration::from_millis(900)).await;
-                "done\n"
-            }),
-        )
-        .route("/echo", get(upgrade_to_echo));
+    let app =
+        Router::new()
+            .route(
+                "/peer",
+                get(|ConnectInfo(p): ConnectInfo<SocketAddr>| async move { format!("{p}\n") }),
+            )
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_millis(900)).await;
+                    "done\n"
+                }),
+            )
+            // As the authentication layer does for a valid token.
+            .route(
+                "/prove",
+                get(
+                    |axum::Extension(proof): axum::Extension<Proof>| async move {
+                        proof.proven();
+                        "proven\n"
+                    },
+                ),
+            )
+            // An upgrade after authentication (as an agent's, once welcomed)...
+            .route(
+                "/echo",
+                get(
+                    |axum::Extension(proof): axum::Extension<Proof>,
+                     req: axum::extract::Request| async move {
+                        proof.proven();
+                        upgrade_to_echo(req).await
+                    },
+                ),
+            )
+            // ...and one that never authenticates (a silent upgrade).
+            .route("/echo-anonymous", get(upgrade_to_echo));
     let limits = Limits {
         tls_handshake_timeout: Duration::from_millis(handshake_ms),
         header_read_timeout: Duration::from_millis(header_ms),
@@ -106,8 +129,13 @@ async fn fetch(c: &mut Client, path: &str) -> String {
 }
 
 async fn upgrade(c: &mut Client) {
-    let head = "GET /echo HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n";
-    let got = exchange(c, head, true).await;
+    upgrade_at(c, "/echo").await
+}
+
+async fn upgrade_at(c: &mut Client, path: &str) {
+    let head =
+        format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n");
+    let got = exchange(c, &head, true).await;
     assert!(got.starts_with("HTTP/1.1 101"), "{got}");
 }
 
@@ -195,13 +223,75 @@ async fn idle_keep_alive_connections_are_closed_but_slow_requests_and_upgrades_a
 }
 
 #[tokio::test]
+async fn a_full_listener_sheds_the_oldest_unauthenticated_connection_for_each_newcomer() {
+    // Four connections at most; timeouts far beyond the test's deadlines, so only shedding
+    // can make room (before, a newcomer waited in the backlog until one of them timed out).
+    let (addr, tls) = start(60_000, 60_000, 60_000, 4).await;
+    let mut proven = connect(addr, &tls).await;
+    assert!(
+        fetch(&mut proven, "/prove")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+    let mut silent1 = TcpStream::connect(addr).await.unwrap();
+    let mut silent2 = TcpStream::connect(addr).await.unwrap();
+    let mut anonymous = connect(addr, &tls).await;
+    upgrade_at(&mut anonymous, "/echo-anonymous").await;
+    assert_eq!(echo(&mut anonymous, b"hi").await, b"hi");
+    let within = Duration::from_secs(10);
+    let newcomer = |tls: tokio_rustls::TlsConnector| async move {
+        let mut c = tokio::time::timeout(within, connect(addr, &tls))
+            .await
+            .expect("a newcomer is served at once on a full listener");
+        assert!(fetch(&mut c, "/peer").await.starts_with("HTTP/1.1 200"));
+        c
+    };
+    // Each newcomer sheds the oldest connection that never authenticated, in accept order: the
+    // silent sockets, then the silent upgrade, then the first newcomer (which did not prove
+    // itself either); the authenticated connection is never picked.
+    let first = newcomer(tls.clone()).await;
+    assert!(
+        closed_within(&mut silent1, within).await.is_some(),
+        "oldest shed first"
+    );
+    let _second = newcomer(tls.clone()).await;
+    assert!(closed_within(&mut silent2, within).await.is_some());
+    let _third = newcomer(tls.clone()).await;
+    assert!(
+        closed_within(&mut anonymous, within).await.is_some(),
+        "an upgraded connection that never authenticated is shed too"
+    );
+    let mut first = first;
+    let _fourth = newcomer(tls.clone()).await;
+    assert!(closed_within(&mut first, within).await.is_some());
+    assert!(
+        fetch(&mut proven, "/peer")
+            .await
+            .starts_with("HTTP/1.1 200"),
+        "the authenticated connection is still served"
+    );
+}
+
+#[test]
+fn max_connections_fits_the_open_file_limit() {
+    let wanted = Limits {
+        max_connections: 20_000,
+        ..Limits::default()
+    };
+    assert_eq!(wanted.fit_to_open_files(1_024).max_connections, 1_024 - 128);
+    assert_eq!(wanted.fit_to_open_files(1_000_000).max_connections, 20_000);
+    assert_eq!(wanted.fit_to_open_files(10).max_connections, 1);
+}
+
+#[tokio::test]
 async fn open_connections_are_bounded_and_upgraded_ones_hold_their_permit() {
     let (addr, tls) = start(5000, 5000, 5000, 2).await;
     let mut first = connect(addr, &tls).await;
     upgrade(&mut first).await;
     let mut second = connect(addr, &tls).await;
     upgrade(&mut second).await;
-    // A third connection is not served while two are open (its handshake does not end)...
+    // Both authenticated (as welcomed agents are): a third connection is not served while two
+    // are open (its handshake does not end), as none may be shed...
     let tls3 = tls.clone();
     let third = tokio::spawn(async move { connect(addr, &tls3).await });
     tokio::time::sleep(Duration::from_millis(500)).await;
