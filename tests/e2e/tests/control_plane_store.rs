@@ -116,6 +116,7 @@ contract!(
     requests_and_instances_keep_their_tenant_and_project,
     zones_are_added_listed_and_decommissioned_one_by_one,
     sessions_and_requests_are_kept_per_zone,
+    concurrent_calls_each_get_the_answer_they_would_get_alone,
 );
 
 fn hash(tag: &str) -> [u8; 32] {

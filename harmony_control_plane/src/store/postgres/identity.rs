@@ -34,18 +34,6 @@ pub(super) async fn zones(c: &Client) -> Result<Vec<ZoneRecord>, Error> {
     zone_rows(&rows)
 }
 
-pub(super) async fn region_zones(c: &Client, region: &str) -> Result<Vec<ZoneRecord>, Error> {
-    let rows = c
-        .query(
-            &format!(
-                "{ZONE_SELECT} WHERE z.region = $1 ORDER BY z.zone <> r.zone, z.created_at, z.zone"
-            ),
-            &[&region],
-        )
-        .await?;
-    zone_rows(&rows)
-}
-
 fn zone_rows(rows: &[tokio_postgres::Row]) -> Result<Vec<ZoneRecord>, Error> {
     rows.iter()
         .map(|r| {
@@ -146,13 +134,6 @@ pub(super) async fn create_region(c: &mut Client, region: &str, zone: &str) -> R
     }
     tx.commit().await?;
     Ok(n == 1)
-}
-
-pub(super) async fn region(c: &Client, name: &str) -> Result<Option<RegionRecord>, Error> {
-    let row = c
-        .query_opt(&format!("{REGION_SELECT} WHERE r.name = $1"), &[&name])
-        .await?;
-    row.as_ref().map(region_row).transpose()
 }
 
 pub(super) async fn regions(c: &Client) -> Result<Vec<RegionRecord>, Error> {
@@ -376,4 +357,42 @@ pub(super) async fn rotate_identity(
     .await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// The regions named, by name (one statement for a batch of reads, see `combine`).
+pub(super) async fn regions_named(
+    c: &Client,
+    names: &[String],
+) -> Result<std::collections::HashMap<String, RegionRecord>, Error> {
+    let rows = c
+        .query(
+            &format!("{REGION_SELECT} WHERE r.name = ANY($1)"),
+            &[&names],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| region_row(r).map(|rec| (rec.name.clone(), rec)))
+        .collect()
+}
+
+/// The zones of each region named: the region's first zone first, then by creation (one
+/// statement for a batch of reads, see `combine`).
+pub(super) async fn zones_of_regions(
+    c: &Client,
+    regions: &[String],
+) -> Result<std::collections::HashMap<String, Vec<ZoneRecord>>, Error> {
+    let rows = c
+        .query(
+            &format!(
+                "{ZONE_SELECT} WHERE z.region = ANY($1)
+                 ORDER BY z.region, z.zone <> r.zone, z.created_at, z.zone"
+            ),
+            &[&regions],
+        )
+        .await?;
+    let mut out: std::collections::HashMap<String, Vec<ZoneRecord>> = Default::default();
+    for z in zone_rows(&rows)? {
+        out.entry(z.region.clone()).or_default().push(z);
+    }
+    Ok(out)
 }

@@ -3,6 +3,7 @@
 //! ([`tls`]: `--database-ca-file` or the system's CAs), every compare-and-set as one statement,
 //! and events over LISTEN/NOTIFY ([`events`]) on a connection made the same way.
 
+mod combine;
 mod events;
 mod identity;
 mod requests;
@@ -18,10 +19,12 @@ use harmony_agent_protocol::InstanceState;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
+use combine::Combiner;
 pub use events::{CHANNEL, MAX_PAYLOAD};
 
 use super::{
@@ -85,6 +88,148 @@ pub struct PostgresStore {
     wait: Duration,
     events: broadcast::Sender<Event>,
     listener: JoinHandle<()>,
+    /// The request path's calls, each kind combined into batched statements.
+    batched: Batched,
+}
+
+/// The request path's combiners ([`combine`]): what a burst of requests sends most.
+struct Batched {
+    submit: Combiner<NewRequest, Submitted>,
+    read: Combiner<String, Option<RequestRecord>>,
+    region: Combiner<String, Option<RegionRecord>>,
+    region_zones: Combiner<String, Vec<ZoneRecord>>,
+    region_sessions: Combiner<String, Vec<SessionRecord>>,
+    session: Combiner<(String, String), Option<SessionRecord>>,
+    unanswered: Combiner<(String, String), Vec<RequestRecord>>,
+    mark_sent: Combiner<(String, i64), bool>,
+    finish: Combiner<requests::Finish, bool>,
+    publish: Combiner<String, ()>,
+}
+
+/// Flushes at once per kind: a few, so a burst uses a few pooled connections and leaves the
+/// rest of the pool to everything else.
+const FLUSHES_IN_FLIGHT: usize = 2;
+/// Calls per statement at most (arrays of this many rows).
+const MAX_BATCH: usize = 500;
+
+impl Batched {
+    fn start(pool: &Pool, wait: Duration) -> Self {
+        /// A flush: a pooled connection for `op`, then `$body` (a future using the client `$c`
+        /// and the batch `$items`) answering every call; a lost connection fails them all.
+        macro_rules! flush {
+            ($op:literal, $items:ident, $c:ident => $body:expr) => {{
+                let pool = pool.clone();
+                let flush: combine::Flush<_, _> = Arc::new(move |$items| {
+                    let pool = pool.clone();
+                    Box::pin(async move {
+                        let n = $items.len();
+                        match pooled_client(&pool, wait, $op).await {
+                            Ok($c) => $body,
+                            Err(e) => vec![Err(e); n],
+                        }
+                    })
+                });
+                Combiner::start($op, FLUSHES_IN_FLIGHT, MAX_BATCH, flush)
+            }};
+        }
+        /// A batched read: `$fetch(&client, &keys)` once for every key of the batch, then
+        /// `$pick(&found, key)` answers each call (keys may repeat).
+        macro_rules! keyed {
+            ($op:literal, $key:ty, $fetch:path, |$found:ident, $k:ident| $pick:expr) => {
+                flush!($op, items, c => {
+                    let items: Vec<$key> = items;
+                    match $fetch(&c, &items).await {
+                        Ok($found) => items.iter().map(|$k| Ok($pick)).collect(),
+                        Err(e) => vec![Err(pg_error($op, e)); items.len()],
+                    }
+                })
+            };
+        }
+        Self {
+            submit: flush!("submit a request", items, c => {
+                let items: Vec<NewRequest> = items;
+                let whole = requests::submit_many(&c, &items)
+                    .await
+                    .map_err(|e| pg_error("submit a request", e));
+                combine::or_one_by_one(&items, whole, |r| {
+                    Box::pin(async {
+                        requests::submit(&c, r)
+                            .await
+                            .map_err(|e| pg_error("submit a request", e))
+                    })
+                })
+                .await
+            }),
+            read: keyed!("read a request", String, requests::many, |found, id| found
+                .get(id)
+                .cloned()),
+            region: keyed!(
+                "read a region",
+                String,
+                identity::regions_named,
+                |found, name| found.get(name).cloned()
+            ),
+            region_zones: keyed!(
+                "list a region's zones",
+                String,
+                identity::zones_of_regions,
+                |found, name| found.get(name).cloned().unwrap_or_default()
+            ),
+            region_sessions: keyed!(
+                "list a region's sessions",
+                String,
+                sessions::of_regions,
+                |found, name| found.get(name).cloned().unwrap_or_default()
+            ),
+            session: keyed!(
+                "read a session",
+                (String, String),
+                sessions::many,
+                |found, key| found.get(key).cloned()
+            ),
+            unanswered: keyed!(
+                "list unanswered requests",
+                (String, String),
+                requests::unanswered_many,
+                |found, key| found.get(key).cloned().unwrap_or_default()
+            ),
+            mark_sent: flush!("mark a request sent", items, c => {
+                let items: Vec<(String, i64)> = items;
+                match requests::mark_sent_many(&c, &items).await {
+                    Ok(marked) => items.iter().map(|(id, _)| Ok(marked.contains(id))).collect(),
+                    Err(e) => vec![Err(pg_error("mark a request sent", e)); items.len()],
+                }
+            }),
+            finish: flush!("store a request's result", items, c => {
+                let items: Vec<requests::Finish> = items;
+                let whole = requests::finish_many(&c, &items)
+                    .await
+                    .map_err(|e| pg_error("store a request's result", e));
+                combine::or_one_by_one(&items, whole, |(id, state, res, now)| {
+                    Box::pin(async {
+                        requests::finish(&c, id, *state, res, *now)
+                            .await
+                            .map_err(|e| pg_error("store a request's result", e))
+                    })
+                })
+                .await
+            }),
+            publish: flush!("publish an event", items, c => {
+                let items: Vec<String> = items;
+                // One round trip, one notification per event (each payload fits one NOTIFY).
+                match c
+                    .execute(
+                        "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
+                        &[&CHANNEL, &items],
+                    )
+                    .await
+                {
+                    Ok(_) => vec![Ok(()); items.len()],
+                    Err(e) => vec![Err(pg_error("publish an event", Error::from(e))); items.len()],
+                }
+            }),
+        }
+    }
 }
 
 impl Drop for PostgresStore {
@@ -162,32 +307,44 @@ impl PostgresStore {
             .await
             .map_err(|e| fail("listen for events", e))?;
         let listener = events::spawn(config, tls, first, events.clone());
+        let batched = Batched::start(&pool, pool_wait);
         Ok(Self {
             pool,
             wait: pool_wait,
             events,
             listener,
+            batched,
         })
     }
 
     async fn client(&self, op: &'static str) -> Result<deadpool_postgres::Client, StoreError> {
-        self.pool.get().await.map_err(|e| match e {
-            // Every connection stayed busy: overload, which the HTTP edge answers with 503.
-            deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
-                StoreError::overloaded(BACKEND, op, self.wait)
-            }
-            e => {
-                let lost = match &e {
-                    deadpool_postgres::PoolError::Backend(b) => connection_lost(b),
-                    deadpool_postgres::PoolError::Timeout(_)
-                    | deadpool_postgres::PoolError::Closed => true,
-                    _ => false,
-                };
-                let error = StoreError::new(BACKEND, op, tls::explain(&e));
-                if lost { error.unavailable() } else { error }
-            }
-        })
+        pooled_client(&self.pool, self.wait, op).await
     }
+}
+
+/// A pooled connection for `op`, waiting up to `wait` for one.
+async fn pooled_client(
+    pool: &Pool,
+    wait: Duration,
+    op: &'static str,
+) -> Result<deadpool_postgres::Client, StoreError> {
+    pool.get().await.map_err(|e| match e {
+        // Every connection stayed busy: overload, which the HTTP edge answers with 503.
+        deadpool_postgres::PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => {
+            StoreError::overloaded(BACKEND, op, wait)
+        }
+        e => {
+            let lost = match &e {
+                deadpool_postgres::PoolError::Backend(b) => connection_lost(b),
+                deadpool_postgres::PoolError::Timeout(_) | deadpool_postgres::PoolError::Closed => {
+                    true
+                }
+                _ => false,
+            };
+            let error = StoreError::new(BACKEND, op, tls::explain(&e));
+            if lost { error.unavailable() } else { error }
+        }
+    })
 }
 
 /// A statement's failure; a lost or refused connection is [`StoreError::unavailable`].
@@ -256,7 +413,7 @@ impl Store for PostgresStore {
     }
 
     async fn region_zones(&self, region: &str) -> Result<Vec<ZoneRecord>, StoreError> {
-        pooled!(self, "list a region's zones", c => identity::region_zones(&c, region))
+        self.batched.region_zones.call(region.to_string()).await
     }
 
     async fn decommission_zone(&self, region: &str, zone: &str) -> Result<bool, StoreError> {
@@ -265,7 +422,7 @@ impl Store for PostgresStore {
     }
 
     async fn region(&self, name: &str) -> Result<Option<RegionRecord>, StoreError> {
-        pooled!(self, "read a region", c => identity::region(&c, name))
+        self.batched.region.call(name.to_string()).await
     }
 
     async fn regions(&self) -> Result<Vec<RegionRecord>, StoreError> {
@@ -359,7 +516,10 @@ impl Store for PostgresStore {
     }
 
     async fn session(&self, region: &str, zone: &str) -> Result<Option<SessionRecord>, StoreError> {
-        pooled!(self, "read a session", c => sessions::one(&c, region, zone))
+        self.batched
+            .session
+            .call((region.to_string(), zone.to_string()))
+            .await
     }
 
     async fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
@@ -367,19 +527,22 @@ impl Store for PostgresStore {
     }
 
     async fn region_sessions(&self, region: &str) -> Result<Vec<SessionRecord>, StoreError> {
-        pooled!(self, "list a region's sessions", c => sessions::of_region(&c, region))
+        self.batched.region_sessions.call(region.to_string()).await
     }
 
     async fn submit_request(&self, r: &NewRequest) -> Result<Submitted, StoreError> {
-        pooled!(self, "submit a request", c => requests::submit(&c, r))
+        self.batched.submit.call(r.clone()).await
     }
 
     async fn request(&self, id: &str) -> Result<Option<RequestRecord>, StoreError> {
-        pooled!(self, "read a request", c => requests::one(&c, id))
+        self.batched.read.call(id.to_string()).await
     }
 
     async fn unanswered(&self, region: &str, zone: &str) -> Result<Vec<RequestRecord>, StoreError> {
-        pooled!(self, "list unanswered requests", c => requests::unanswered(&c, region, zone))
+        self.batched
+            .unanswered
+            .call((region.to_string(), zone.to_string()))
+            .await
     }
 
     async fn unanswered_counts(&self) -> Result<HashMap<(String, String), u64>, StoreError> {
@@ -391,7 +554,7 @@ impl Store for PostgresStore {
     }
 
     async fn mark_sent(&self, id: &str, now: i64) -> Result<bool, StoreError> {
-        pooled!(self, "mark a request sent", c => requests::mark_sent(&c, id, now))
+        self.batched.mark_sent.call((id.to_string(), now)).await
     }
 
     async fn complete_request(
@@ -400,8 +563,15 @@ impl Store for PostgresStore {
         res_json: &str,
         now: i64,
     ) -> Result<bool, StoreError> {
-        pooled!(self, "store a request's result", c =>
-            requests::finish(&c, id, RequestState::Done, res_json, now))
+        self.batched
+            .finish
+            .call((
+                id.to_string(),
+                RequestState::Done,
+                res_json.to_string(),
+                now,
+            ))
+            .await
     }
 
     async fn cancel_request(&self, id: &str, res_json: &str, now: i64) -> Result<bool, StoreError> {
@@ -484,12 +654,7 @@ impl Store for PostgresStore {
     async fn publish(&self, e: &Event) -> Result<(), StoreError> {
         let payload = events::encode(e)
             .map_err(|cause| StoreError::new(BACKEND, "publish an event", cause))?;
-        pooled!(self, "publish an event", c => async {
-            c.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
-                .await
-                .map(|_| ())
-                .map_err(Error::from)
-        })
+        self.batched.publish.call(payload).await
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Event> {

@@ -82,35 +82,6 @@ pub(super) async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Erro
     )))
 }
 
-pub(super) async fn unanswered(
-    c: &Client,
-    region: &str,
-    zone: &str,
-) -> Result<Vec<RequestRecord>, Error> {
-    let rows = c
-        .query(
-            &format!(
-                "SELECT {COLUMNS} FROM requests WHERE region = $1 AND zone = $2
-                   AND state IN ('queued', 'sent')
-                 ORDER BY seq"
-            ),
-            &[&region, &zone],
-        )
-        .await?;
-    rows.iter().map(row).collect()
-}
-
-pub(super) async fn mark_sent(c: &Client, id: &str, now: i64) -> Result<bool, Error> {
-    let n = c
-        .execute(
-            "UPDATE requests SET state = 'sent', sent_at = $2, deliveries = deliveries + 1
-             WHERE id = $1 AND state IN ('queued', 'sent')",
-            &[&id, &now],
-        )
-        .await?;
-    Ok(n == 1)
-}
-
 /// `state` is `done` or `cancelled`: only an unanswered request takes it.
 pub(super) async fn finish(
     c: &Client,
@@ -168,4 +139,168 @@ pub(super) async fn queued_zones(c: &Client) -> Result<Vec<(String, String)>, Er
     rows.iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
         .collect()
+}
+
+// --- batched forms (see `combine`): one statement for many calls ------------------------------
+
+/// [`submit`] for many requests at once: one INSERT for all; each request not inserted (its id
+/// was taken, or repeated earlier in the batch) is classified against what holds its id.
+pub(super) async fn submit_many(c: &Client, rs: &[NewRequest]) -> Result<Vec<Submitted>, Error> {
+    // Only the first of a repeated id goes into the statement; the others are compared with
+    // whatever holds the id afterwards, exactly as if they had come one after the other.
+    let mut first = std::collections::HashSet::new();
+    let fresh: Vec<&NewRequest> = rs.iter().filter(|r| first.insert(r.id.as_str())).collect();
+    let col = |f: fn(&NewRequest) -> &str| fresh.iter().map(|r| f(r)).collect::<Vec<&str>>();
+    let scope = |f: fn(&crate::store::RequestScope) -> &str| {
+        fresh
+            .iter()
+            .map(|r| r.scope.as_ref().map(f))
+            .collect::<Vec<Option<&str>>>()
+    };
+    let hashes: Vec<&[u8]> = fresh.iter().map(|r| &r.body_hash[..]).collect();
+    let created: Vec<i64> = fresh.iter().map(|r| r.created_at).collect();
+    let rows = c
+        .query(
+            "INSERT INTO requests (id, region, op, params, body_hash, state, created_at,
+                 tenant, project, project_json, zone)
+             SELECT t.id, t.region, t.op, t.params, t.hash, 'queued', t.created_at,
+                 t.tenant, t.project, t.project_json,
+                 COALESCE(NULLIF(t.zone, ''), (SELECT zone FROM regions WHERE name = t.region), '')
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::int8[],
+                         $7::text[], $8::text[], $9::text[], $10::text[])
+                 AS t(id, region, op, params, hash, created_at, tenant, project, project_json, zone)
+             ON CONFLICT (id) DO NOTHING
+             RETURNING id",
+            &[
+                &col(|r| &r.id),
+                &col(|r| &r.region),
+                &col(|r| &r.op),
+                &col(|r| &r.params),
+                &hashes,
+                &created,
+                &scope(|s| &s.tenant),
+                &scope(|s| &s.project),
+                &scope(|s| &s.project_json),
+                &col(|r| &r.zone),
+            ],
+        )
+        .await?;
+    let mut inserted = std::collections::HashSet::new();
+    for row in &rows {
+        inserted.insert(row.try_get::<_, String>(0)?);
+    }
+    let mut answers = Vec::with_capacity(rs.len());
+    for r in rs {
+        // The first call of an inserted id created it; a repeat of it, or an id already taken,
+        // meets the stored request.
+        if inserted.remove(&r.id) {
+            answers.push(Submitted::Created);
+        } else {
+            answers.push(submit(c, r).await?);
+        }
+    }
+    Ok(answers)
+}
+
+/// [`one`] for many ids at once.
+pub(super) async fn many(
+    c: &Client,
+    ids: &[String],
+) -> Result<HashMap<String, RequestRecord>, Error> {
+    let rows = c
+        .query(
+            &format!("SELECT {COLUMNS} FROM requests WHERE id = ANY($1)"),
+            &[&ids],
+        )
+        .await?;
+    let mut out = HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let record = row(r)?;
+        out.insert(record.id.clone(), record);
+    }
+    Ok(out)
+}
+
+/// Marks many requests sent (a delivery more each), unless answered meanwhile: the ids marked.
+pub(super) async fn mark_sent_many(
+    c: &Client,
+    sent: &[(String, i64)],
+) -> Result<std::collections::HashSet<String>, Error> {
+    let ids: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
+    let at: Vec<i64> = sent.iter().map(|(_, now)| *now).collect();
+    let rows = c
+        .query(
+            "UPDATE requests r SET state = 'sent', sent_at = t.now,
+                 deliveries = r.deliveries + 1
+             FROM (SELECT DISTINCT ON (id) id, now
+                   FROM unnest($1::text[], $2::int8[]) AS u(id, now)) AS t
+             WHERE r.id = t.id AND r.state IN ('queued', 'sent')
+             RETURNING r.id",
+            &[&ids, &at],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| r.try_get::<_, String>(0).map_err(Error::from))
+        .collect()
+}
+
+/// One answer to store: id, `done` or `cancelled`, the result's JSON, when.
+pub(super) type Finish = (String, RequestState, String, i64);
+
+/// [`finish`] for many answers at once: for each, whether it was the one stored (the first
+/// answer of an unanswered request; a later answer to the same id in the batch loses).
+pub(super) async fn finish_many(c: &Client, answers: &[Finish]) -> Result<Vec<bool>, Error> {
+    let mut first = std::collections::HashSet::new();
+    let fresh: Vec<&Finish> = answers
+        .iter()
+        .filter(|a| first.insert(a.0.as_str()))
+        .collect();
+    let ids: Vec<&str> = fresh.iter().map(|a| a.0.as_str()).collect();
+    let states: Vec<&str> = fresh.iter().map(|a| a.1.as_str()).collect();
+    let res: Vec<&str> = fresh.iter().map(|a| a.2.as_str()).collect();
+    let at: Vec<i64> = fresh.iter().map(|a| a.3).collect();
+    let rows = c
+        .query(
+            "UPDATE requests r SET state = t.state, res = t.res, completed_at = t.now
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS t(id, state, res, now)
+             WHERE r.id = t.id AND r.state IN ('queued', 'sent')
+             RETURNING r.id",
+            &[&ids, &states, &res, &at],
+        )
+        .await?;
+    let mut stored = std::collections::HashSet::new();
+    for r in &rows {
+        stored.insert(r.try_get::<_, String>(0)?);
+    }
+    // Only the first answer of an id can have been stored; `remove` leaves later ones false.
+    Ok(answers.iter().map(|a| stored.remove(&a.0)).collect())
+}
+
+/// The unanswered requests of each (region, zone) pair, each pair's in submit order (one
+/// statement for a batch of reads, see `combine`).
+pub(super) async fn unanswered_many(
+    c: &Client,
+    keys: &[(String, String)],
+) -> Result<HashMap<(String, String), Vec<RequestRecord>>, Error> {
+    let regions: Vec<&str> = keys.iter().map(|k| k.0.as_str()).collect();
+    let zones: Vec<&str> = keys.iter().map(|k| k.1.as_str()).collect();
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM requests
+                 WHERE (region, zone) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+                   AND state IN ('queued', 'sent')
+                 ORDER BY seq"
+            ),
+            &[&regions, &zones],
+        )
+        .await?;
+    let mut out: HashMap<(String, String), Vec<RequestRecord>> = HashMap::new();
+    for r in &rows {
+        let rec = row(r)?;
+        out.entry((rec.region.clone(), rec.zone.clone()))
+            .or_default()
+            .push(rec);
+    }
+    Ok(out)
 }

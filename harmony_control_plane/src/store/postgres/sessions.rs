@@ -116,30 +116,6 @@ pub(super) async fn close_replica(c: &Client, replica: &str, now: i64) -> Result
     Ok(n)
 }
 
-pub(super) async fn one(
-    c: &Client,
-    region: &str,
-    zone: &str,
-) -> Result<Option<SessionRecord>, Error> {
-    let r = c
-        .query_opt(
-            &format!("SELECT {COLUMNS} FROM sessions WHERE region = $1 AND zone = $2"),
-            &[&region, &zone],
-        )
-        .await?;
-    r.as_ref().map(row).transpose()
-}
-
-pub(super) async fn of_region(c: &Client, region: &str) -> Result<Vec<SessionRecord>, Error> {
-    let rows = c
-        .query(
-            &format!("SELECT {COLUMNS} FROM sessions WHERE region = $1 ORDER BY zone"),
-            &[&region],
-        )
-        .await?;
-    rows.iter().map(row).collect()
-}
-
 pub(super) async fn all(c: &Client) -> Result<Vec<SessionRecord>, Error> {
     let rows = c
         .query(
@@ -148,4 +124,48 @@ pub(super) async fn all(c: &Client) -> Result<Vec<SessionRecord>, Error> {
         )
         .await?;
     rows.iter().map(row).collect()
+}
+
+/// The sessions of each region named, by zone (one statement for a batch of reads, see
+/// `combine`).
+pub(super) async fn of_regions(
+    c: &Client,
+    regions: &[String],
+) -> Result<std::collections::HashMap<String, Vec<SessionRecord>>, Error> {
+    let rows = c
+        .query(
+            &format!("SELECT {COLUMNS} FROM sessions WHERE region = ANY($1) ORDER BY region, zone"),
+            &[&regions],
+        )
+        .await?;
+    let mut out: std::collections::HashMap<String, Vec<SessionRecord>> = Default::default();
+    for r in &rows {
+        let s = row(r)?;
+        out.entry(s.region.clone()).or_default().push(s);
+    }
+    Ok(out)
+}
+
+/// The session of each (region, zone) pair that has one.
+pub(super) async fn many(
+    c: &Client,
+    keys: &[(String, String)],
+) -> Result<std::collections::HashMap<(String, String), SessionRecord>, Error> {
+    let regions: Vec<&str> = keys.iter().map(|k| k.0.as_str()).collect();
+    let zones: Vec<&str> = keys.iter().map(|k| k.1.as_str()).collect();
+    let rows = c
+        .query(
+            &format!(
+                "SELECT {COLUMNS} FROM sessions
+                 WHERE (region, zone) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
+            ),
+            &[&regions, &zones],
+        )
+        .await?;
+    let mut out = std::collections::HashMap::with_capacity(rows.len());
+    for r in &rows {
+        let s = row(r)?;
+        out.insert((s.region.clone(), s.zone.clone()), s);
+    }
+    Ok(out)
 }

@@ -328,3 +328,147 @@ pub(super) async fn requests_survive_reopening_the_store(db: Db) {
         Submitted::Existing(_)
     ));
 }
+
+/// Hundreds of calls at once, as a burst of callers makes them (the PostgreSQL adapter then
+/// sends each kind as one statement per batch): each answers exactly as it would alone. Repeats
+/// of an id within the burst, with the same body or another, join or are refused as a later
+/// call would be; of two answers to one request, exactly one is stored.
+pub(super) async fn concurrent_calls_each_get_the_answer_they_would_get_alone(db: Db) {
+    use futures::future::join_all;
+    let s = db.open().await;
+    assert!(s.create_region("burst", "z1").await.unwrap());
+    assert!(s.create_region("other", "z1").await.unwrap());
+    // Reads of regions and their zones at once: each gets its own.
+    let names = ["burst", "other", "missing"];
+    let regions = join_all((0..60).map(|i| {
+        let s = s.clone();
+        let name = names[i % 3];
+        async move {
+            (
+                name,
+                s.region(name).await.unwrap(),
+                s.region_zones(name).await.unwrap(),
+            )
+        }
+    }))
+    .await;
+    for (name, region, zones) in regions {
+        assert_eq!(
+            region.map(|r| r.name),
+            (name != "missing").then(|| name.to_string())
+        );
+        let zones: Vec<String> = zones.into_iter().map(|z| z.zone).collect();
+        assert_eq!(
+            zones,
+            if name == "missing" {
+                vec![]
+            } else {
+                vec!["z1".to_string()]
+            }
+        );
+    }
+    const N: usize = 300;
+    let fresh = |i: usize| NewRequest::new(&format!("b-{i}"), "burst", "get_inventory", "{}", 10);
+    // N fresh ids, each sent twice with the same body and once with another, all at once.
+    let calls = (0..N).flat_map(|i| {
+        [
+            (i, 0, fresh(i)),
+            (i, 1, fresh(i)),
+            (
+                i,
+                2,
+                NewRequest::new(
+                    &format!("b-{i}"),
+                    "burst",
+                    "get_inventory",
+                    r#"{"x":1}"#,
+                    10,
+                ),
+            ),
+        ]
+    });
+    let answers = join_all(calls.map(|(i, kind, r)| {
+        let s = s.clone();
+        async move { (i, kind, s.submit_request(&r).await.unwrap()) }
+    }))
+    .await;
+    for i in 0..N {
+        let mine: Vec<&Submitted> = answers
+            .iter()
+            .filter(|(j, _, _)| *j == i)
+            .map(|(_, _, a)| a)
+            .collect();
+        let created = mine
+            .iter()
+            .filter(|a| matches!(a, Submitted::Created))
+            .count();
+        assert_eq!(created, 1, "request b-{i} created exactly once: {mine:?}");
+        let stored = s.request(&format!("b-{i}")).await.unwrap().unwrap();
+        for (_, kind, a) in answers.iter().filter(|(j, _, _)| *j == i) {
+            let same_body = stored.params == fresh(i).params;
+            match a {
+                Submitted::Created => {}
+                Submitted::Existing(_) => assert!(
+                    (*kind == 2) != same_body,
+                    "b-{i}: joined although its body differs from the stored one"
+                ),
+                Submitted::Mismatch(_) => assert!(
+                    (*kind == 2) == same_body,
+                    "b-{i}: refused although its body is the stored one"
+                ),
+            }
+        }
+    }
+    // Reads at once, each its own request; unanswered, in submit order.
+    let reads = join_all((0..N).map(|i| {
+        let s = s.clone();
+        async move { s.request(&format!("b-{i}")).await.unwrap().map(|r| r.id) }
+    }))
+    .await;
+    assert!(
+        reads
+            .iter()
+            .enumerate()
+            .all(|(i, id)| id.as_deref() == Some(format!("b-{i}").as_str()))
+    );
+    let unanswered = s.unanswered("burst", "z1").await.unwrap();
+    assert_eq!(unanswered.len(), N);
+    assert!(unanswered.windows(2).all(|w| w[0].seq < w[1].seq));
+    // Marked sent at once; then two answers per request at once: one wins each.
+    let marked = join_all((0..N).map(|i| {
+        let s = s.clone();
+        async move { s.mark_sent(&format!("b-{i}"), 20).await.unwrap() }
+    }))
+    .await;
+    assert!(marked.iter().all(|m| *m));
+    let finished = join_all((0..N).flat_map(|i| {
+        [1, 2].map(|k| {
+            let s = s.clone();
+            async move {
+                let won = s
+                    .complete_request(&format!("b-{i}"), &format!(r#"{{"answer":{k}}}"#), 30)
+                    .await
+                    .unwrap();
+                (i, k, won)
+            }
+        })
+    }))
+    .await;
+    for i in 0..N {
+        let winners: Vec<i32> = finished
+            .iter()
+            .filter(|(j, _, won)| *j == i && *won)
+            .map(|(_, k, _)| *k)
+            .collect();
+        assert_eq!(winners.len(), 1, "b-{i}: {winners:?} answers stored");
+        let stored = s.request(&format!("b-{i}")).await.unwrap().unwrap();
+        assert_eq!(stored.state, RequestState::Done);
+        assert_eq!(stored.deliveries, 1);
+        assert_eq!(
+            stored.res.as_deref(),
+            Some(format!(r#"{{"answer":{}}}"#, winners[0]).as_str()),
+            "b-{i}: the stored answer is the one that won"
+        );
+    }
+    assert!(s.unanswered("burst", "z1").await.unwrap().is_empty());
+}
