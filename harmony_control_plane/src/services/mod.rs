@@ -5,6 +5,7 @@
 //! Each concern returns its own error enum; the edges (`http`, `session`) turn them into status
 //! codes and close codes.
 
+pub mod answers;
 pub mod dispatch;
 pub mod health;
 pub mod identities;
@@ -60,6 +61,8 @@ pub struct ControlPlane {
     pub hub: Hub,
     /// Settings.
     pub settings: Settings,
+    /// Callers waiting for answers, by request id.
+    pub answers: answers::Answers,
 }
 
 impl ControlPlane {
@@ -69,6 +72,7 @@ impl ControlPlane {
             store,
             hub: Hub::new(&settings.replica_id),
             settings,
+            answers: answers::Answers::default(),
         })
     }
 }

@@ -18,13 +18,12 @@ use harmony_agent_protocol::{Frame, MAX_FRAME_BYTES, RawJson, Req, Res, encoded_
 use harmony_api::{Health, RequestStatus};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::answers::Signal;
 use super::{ControlPlane, regions};
-use crate::store::{
-    Event, NewRequest, RequestRecord, RequestState, StoreError, Submitted, next_event, now_ms,
-};
+use crate::store::{Event, NewRequest, RequestRecord, RequestState, StoreError, Submitted, now_ms};
 
 /// How long a caller waits when it names no timeout.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
@@ -251,11 +250,17 @@ pub async fn submit(
     region: &str,
     sub: Submission,
 ) -> Result<Accepted, RequestError> {
+    let (id, shown) = ids_of(&sub)?;
+    submit_as(cp, region, id, shown, sub).await
+}
+
+/// The stored id of a caller's request (tenant-scoped) and the id its caller knows it by.
+fn ids_of(sub: &Submission) -> Result<(String, String), RequestError> {
     let sent = request_id(sub.id.clone())?;
     let tenant = sub.scope.as_ref().map(|s| s.tenant.clone());
     let id = scoped_id(tenant.as_deref(), &sent);
     let shown = if sub.by_admin { id.clone() } else { sent };
-    submit_as(cp, region, id, shown, sub).await
+    Ok((id, shown))
 }
 
 /// Persists a request under the stored id `id` (shown to its caller as `shown`); the control
@@ -366,11 +371,12 @@ pub async fn call(
     sub: Submission,
     wait: Duration,
 ) -> Result<Res, RequestError> {
-    // Subscribed before submitting, so the answer's event cannot slip in between.
-    let mut events = cp.store.subscribe();
-    let accepted = submit(cp, region, sub).await?;
+    // Watched before submitting, so the answer's event cannot slip in between.
+    let (id, shown) = ids_of(&sub)?;
+    let mut watch = cp.answers.watch(&cp.store, &id);
+    let accepted = submit_as(cp, region, id, shown, sub).await?;
     let read_first = !accepted.created;
-    await_answer(cp, &accepted, &mut events, read_first, wait, |_, _| {}).await
+    await_answer(cp, &accepted, &mut watch, read_first, wait, |_, _| {}).await
 }
 
 /// Submits a request and streams its progress, then its answer. Refusals at submit (unknown
@@ -381,8 +387,9 @@ pub async fn stream(
     sub: Submission,
     wait: Duration,
 ) -> Result<(Accepted, mpsc::Receiver<Update>), RequestError> {
-    let mut events = cp.store.subscribe();
-    let accepted = submit(&cp, region, sub).await?;
+    let (id, shown) = ids_of(&sub)?;
+    let mut watch = cp.answers.watch(&cp.store, &id);
+    let accepted = submit_as(&cp, region, id, shown, sub).await?;
     let (tx, rx) = mpsc::channel(64);
     let task_accepted = accepted.clone();
     tokio::spawn(async move {
@@ -395,7 +402,7 @@ pub async fn stream(
         let answer = await_answer(
             &cp,
             &task_accepted,
-            &mut events,
+            &mut watch,
             read_first,
             wait,
             on_progress,
@@ -412,15 +419,15 @@ pub async fn wait_answer(
     accepted: &Accepted,
     wait: Duration,
 ) -> Result<Res, RequestError> {
-    let mut events = cp.store.subscribe();
-    // Subscribed after the submit: the answer may already be stored.
-    await_answer(cp, accepted, &mut events, true, wait, |_, _| {}).await
+    let mut watch = cp.answers.watch(&cp.store, &accepted.id);
+    // Watched after the submit: the answer may already be stored.
+    await_answer(cp, accepted, &mut watch, true, wait, |_, _| {}).await
 }
 
 async fn await_answer(
     cp: &ControlPlane,
     accepted: &Accepted,
-    events: &mut broadcast::Receiver<Event>,
+    watch: &mut super::answers::Watch,
     read_first: bool,
     wait: Duration,
     mut on_progress: impl FnMut(String, String),
@@ -428,9 +435,9 @@ async fn await_answer(
     let id = accepted.id.as_str();
     let started = Instant::now();
     let deadline = started + wait;
-    // `read_first` is false for a request this call just created with `events` subscribed
-    // before the submit: its answer cannot be stored without its event reaching `events`, so
-    // the first read is skipped (one pooled connection less per request).
+    // `read_first` is false for a request this call just created with `watch` taken before the
+    // submit: its answer cannot be stored without its event reaching `watch`, so the first
+    // read is skipped (one pooled connection less per request).
     let mut read = read_first;
     loop {
         if read {
@@ -448,13 +455,9 @@ async fn await_answer(
         let wake = deadline.min(Instant::now() + POLL);
         loop {
             tokio::select! {
-                event = next_event(events) => match event {
-                    Some(Event::RequestDone { id: done }) if done == id => break,
-                    Some(Event::Resync) => break,
-                    Some(Event::Progress { id: of, stage, detail }) if of == id => {
-                        on_progress(stage, detail);
-                    }
-                    Some(_) => {}
+                signal = watch.next() => match signal {
+                    Some(Signal::Done | Signal::Resync) => break,
+                    Some(Signal::Progress { stage, detail }) => on_progress(stage, detail),
                     // The store's event stream ended: polling alone from here on.
                     None => tokio::time::sleep_until(wake).await,
                 },

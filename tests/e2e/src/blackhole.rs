@@ -1,7 +1,7 @@
 //! A TCP proxy on loopback that can black-hole the flows it carries, as a load balancer that
 //! lost a flow's state does: [`BlackholeProxy::cut_existing`] makes every connection open at
-//! that moment silently drop what it reads in both directions, without closing it; connections
-//! accepted later are forwarded normally.
+//! that moment silently drop what it reads in both directions, without closing it (an end on
+//! one side is not passed on either); connections accepted later are forwarded normally.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -75,6 +75,12 @@ async fn pump(
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let read = match from.read(&mut buf).await {
+            // A black-holed flow does not pass the end on either: the other side keeps its
+            // half-open connection (the write half stays open) and must notice by itself.
+            Ok(0) | Err(_) if n < cut_below.load(Ordering::SeqCst) => {
+                let _held = to;
+                return std::future::pending().await;
+            }
             Ok(0) | Err(_) => return,
             Ok(r) => r,
         };

@@ -35,14 +35,27 @@ fn every_benchmark_runs_at_a_tiny_size_and_reports_every_figure() {
         "| all agents healthy again after a control-plane restart (24 agents, one process) |",
         "| agents held by one control-plane process (3 replica(s), 24 agents) |",
         "| all agents healthy again after killing cp-",
+        "| 12 concurrent requests, 3 replica(s) on PostgreSQL, to a replica not holding the agent: p99, warm | - | ≤ 50 ms |",
+        "| all agents healthy after every replica was killed at once (3 replicas, 24 agents) | - | ≤ 15 s after the control plane is back |",
     ] {
         assert!(table.contains(row), "{row:?} missing:\n{table}");
     }
-    // Twelve figures, each a row marked as a tiny run, and no benchmark failed.
+    // Each figure once: no row printed by two runs.
+    for once in [
+        "| plan, 10% changed, 20 objects |",
+        "| all agents healthy again after killing cp-",
+    ] {
+        assert_eq!(
+            table.matches(once).count(),
+            1,
+            "{once:?} more than once:\n{table}"
+        );
+    }
+    // Fourteen figures, each a row marked as a tiny run, and no benchmark failed.
     let rows: Vec<&str> = table
         .lines()
         .filter(|l| l.ends_with("| — (tiny) |"))
         .collect();
-    assert_eq!(rows.len(), 12, "{table}");
+    assert_eq!(rows.len(), 14, "{table}");
     assert!(!table.contains("failed:"), "{table}");
 }

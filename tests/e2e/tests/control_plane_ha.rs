@@ -694,6 +694,7 @@ fn the_agents_benchmark_runs_at_a_tiny_size() {
         "| memory per connection",
         "requests to a replica not holding the agent, warm: p50 / p99 / max",
         "| all agents healthy again after killing",
+        "\"key\":\"outage\"",
     ] {
         assert!(stdout.contains(line), "{line:?} missing:\n{stdout}");
     }

@@ -32,11 +32,12 @@ type BenchResult<T> = Result<T, String>;
 /// The benchmarks `all` runs, in order: name and binary. `agents` on the command line runs
 /// both agent runs: 10,000 agents on one process (memory per connection, the restart storm)
 /// and the most one process can hold (100,000 asked).
-const BENCHES: [(&str, &str); 5] = [
+const BENCHES: [(&str, &str); 6] = [
     ("apply", "bench_apply"),
     ("wait", "bench_wait"),
     ("render", "bench_render"),
     ("agents", "bench_agents"),
+    ("agents-ha", "bench_agents"),
     ("agents-scale", "bench_agents"),
 ];
 
@@ -148,8 +149,37 @@ fn child_args(name: &str, o: &Options) -> Vec<String> {
             }
             a
         }
-        // The most agents one process holds (100,000 asked). Tiny: 3 replicas behind haproxy
-        // with a failover, so CI keeps that path working too.
+        // 3 replicas on PostgreSQL behind haproxy: 1,000 concurrent requests to replicas not
+        // holding the agents, one replica killed, then every replica killed at once.
+        "agents-ha" => {
+            let (agents, requests) = if o.tiny {
+                ("24", "12")
+            } else {
+                ("1000", "1000")
+            };
+            let mut a: Vec<String> = [
+                "--replicas",
+                "3",
+                "--agents",
+                agents,
+                "--requests",
+                requests,
+                "--restart",
+                "0",
+                "--figures",
+                "requests,failover,outage",
+            ]
+            .map(String::from)
+            .to_vec();
+            a.extend(if o.tiny {
+                ["--heartbeat-s", "1", "--window-s", "1"].map(String::from)
+            } else {
+                ["--heartbeat-s", "5", "--window-s", "5"].map(String::from)
+            });
+            a
+        }
+        // The most agents one process holds (100,000 asked). Tiny: 3 replicas behind haproxy,
+        // so CI keeps that path working too.
         _ => {
             if o.tiny {
                 let agents = pick(&o.scale_agents, "", "24");
@@ -165,7 +195,7 @@ fn child_args(name: &str, o: &Options) -> Vec<String> {
                     "--window-s",
                     "1",
                     "--figures",
-                    "held,failover",
+                    "held",
                 ]
                 .map(String::from)
                 .to_vec()

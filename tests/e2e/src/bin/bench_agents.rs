@@ -25,7 +25,7 @@
 //! ```text
 //! cargo build --release -p harmony_e2e --bin bench_agents --bin e2e-control-plane
 //! target/release/bench_agents [--replicas 3] [--agents 10000] [--heartbeat-s 5] [--requests 1000] [--window-s 30]
-//!     [--source-addrs N] [--restart 0|1] [--heap-profile 0|1] [--figures memory,held,restart,failover,requests]
+//!     [--source-addrs N] [--restart 0|1] [--heap-profile 0|1] [--figures memory,held,restart,failover,requests,outage]
 //! ```
 
 use futures::stream::{self, StreamExt};
@@ -78,11 +78,11 @@ struct Options {
     /// Run the control plane under heaptrack and print where its memory per agent goes.
     heap_profile: bool,
     /// Which figures the `BENCH` line carries (`memory`, `held`, `restart`, `failover`,
-    /// `requests`).
+    /// `requests`, `outage`; `outage` also kills and restarts every replica at the end).
     figures: Vec<String>,
 }
 
-const USAGE: &str = "usage: bench_agents [--replicas N] [--agents N] [--heartbeat-s S] [--requests N] [--window-s S] [--ws-buffer-bytes B] [--connect-concurrency N] [--source-addrs N] [--restart 0|1] [--heap-profile 0|1] [--figures memory,held,restart,failover,requests]";
+const USAGE: &str = "usage: bench_agents [--replicas N] [--agents N] [--heartbeat-s S] [--requests N] [--window-s S] [--ws-buffer-bytes B] [--connect-concurrency N] [--source-addrs N] [--restart 0|1] [--heap-profile 0|1] [--figures memory,held,restart,failover,requests,outage]";
 
 fn parse_args() -> BenchResult<Options> {
     let mut o = Options {
@@ -96,9 +96,11 @@ fn parse_args() -> BenchResult<Options> {
         source_addrs: 0,
         restart: true,
         heap_profile: false,
-        figures: ["memory", "held", "restart", "failover", "requests"]
-            .map(String::from)
-            .to_vec(),
+        figures: [
+            "memory", "held", "restart", "failover", "requests", "outage",
+        ]
+        .map(String::from)
+        .to_vec(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -108,10 +110,13 @@ fn parse_args() -> BenchResult<Options> {
         if flag == "--figures" {
             o.figures = text.split(',').map(|f| f.trim().to_string()).collect();
             if let Some(bad) = o.figures.iter().find(|f| {
-                !["memory", "held", "restart", "failover", "requests"].contains(&f.as_str())
+                ![
+                    "memory", "held", "restart", "failover", "requests", "outage",
+                ]
+                .contains(&f.as_str())
             }) {
                 return Err(format!(
-                    "--figures: unknown figure {bad}; give some of memory,held,restart,failover,requests"
+                    "--figures: unknown figure {bad}; give some of memory,held,restart,failover,requests,outage"
                 ));
             }
             continue;
@@ -804,6 +809,45 @@ async fn bench() -> BenchResult<()> {
         recovery = Some((victim_id, held[victim], killed.elapsed()));
     }
 
+    // Every replica killed at once (an outage of the whole control plane), then started again:
+    // time until every agent is healthy, with their backoff running all along.
+    let mut outage = None;
+    if o.figures.iter().any(|f| f == "outage")
+        && let Deployment::Replicated(r, _) = &mut deployment
+    {
+        let killed = Instant::now();
+        for replica in r.replicas.iter_mut() {
+            replica.kill9();
+        }
+        tokio::task::block_in_place(|| {
+            r.replicas
+                .iter_mut()
+                .try_for_each(|replica| replica.start_again())
+        })?;
+        let down = killed.elapsed();
+        let admin = r.client(0);
+        let deadline = killed + Duration::from_secs(600);
+        let healthy_again = loop {
+            // A replica just started may not answer yet: ask again.
+            if let Ok(views) = admin.regions().await
+                && views
+                    .iter()
+                    .filter(|v| v.is_healthy() && v.connected)
+                    .count()
+                    == o.agents
+            {
+                break killed.elapsed();
+            }
+            if Instant::now() > deadline {
+                return Err(
+                    "agents not all healthy 10 minutes after every replica was killed".into(),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        outage = Some((down, healthy_again));
+    }
+
     let delta: Vec<u64> = rss_before
         .iter()
         .zip(&rss_after)
@@ -965,6 +1009,21 @@ async fn bench() -> BenchResult<()> {
             // Killing one replica moves its share of the agents; the figure says how many, and
             // the goal is about how fast they are all back (the restart row covers 10,000).
             "met": took.as_secs_f64() <= 60.0,
+        }));
+    }
+    if let Some((down, healthy_again)) = &outage {
+        figures.push(serde_json::json!({
+            "key": "outage",
+            "figure": format!("all agents healthy after every replica was killed at once ({n_cp} replicas, {n} agents)"),
+            "peer": "-",
+            "goal": "≤ 15 s after the control plane is back",
+            "measured": format!(
+                "{:.1} s after the kill; replicas listening again after {:.1} s, so {:.1} s after they were back",
+                healthy_again.as_secs_f64(),
+                down.as_secs_f64(),
+                (*healthy_again - *down).as_secs_f64()
+            ),
+            "met": (*healthy_again - *down).as_secs_f64() <= 15.0,
         }));
     }
     figures.retain(|f| o.figures.iter().any(|k| f["key"] == k.as_str()));
