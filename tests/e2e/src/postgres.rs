@@ -141,42 +141,70 @@ impl PgServer {
                 "database name {name:?}: use letters, digits and '_' only"
             ));
         }
+        let sql = format!("CREATE DATABASE {name}");
+        self.as_superuser("postgres", move |client| async move {
+            client
+                .batch_execute(&sql)
+                .await
+                .map_err(|e| format!("{sql}: {e:?}"))
+        })
+    }
+
+    /// Transactions committed and rows written (inserted, updated, deleted) in database `name`
+    /// so far, from `pg_stat_database` (its counters lag by up to the stats interval).
+    pub fn writes(&self, name: &str) -> Result<(i64, i64), String> {
+        let name = name.to_string();
+        self.as_superuser("postgres", move |client| async move {
+            let row = client
+                .query_one(
+                    "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted
+                     FROM pg_stat_database WHERE datname = $1",
+                    &[&name],
+                )
+                .await
+                .map_err(|e| format!("reading pg_stat_database: {e:?}"))?;
+            Ok((row.get(0), row.get(1)))
+        })
+    }
+
+    /// Runs `work` on a superuser connection to `dbname` (over the Unix socket when TCP
+    /// requires TLS), on its own thread and runtime: callers may be inside a tokio runtime.
+    fn as_superuser<T, F, Fut>(&self, dbname: &str, work: F) -> Result<T, String>
+    where
+        T: Send + 'static,
+        F: FnOnce(tokio_postgres::Client) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, String>>,
+    {
         let config = if self.tls == PgTls::Required {
             let mut c = tokio_postgres::Config::new();
             c.host_path(self.pg_dir().join("run"))
                 .port(self.port)
                 .user(SUPERUSER)
-                .dbname("postgres");
+                .dbname(dbname);
             c
         } else {
-            self.url("postgres")
+            self.url(dbname)
                 .parse::<tokio_postgres::Config>()
                 .map_err(|e| format!("parsing the server's URL: {e}"))?
         };
-        let sql = format!("CREATE DATABASE {name}");
-        // Its own thread and runtime: callers may be inside a tokio runtime already.
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| format!("a runtime for CREATE DATABASE: {e}"))?;
+                .map_err(|e| format!("a runtime for a superuser connection: {e}"))?;
             rt.block_on(async {
                 let (client, conn) = config
                     .connect(tokio_postgres::NoTls)
                     .await
-                    .map_err(|e| format!("connecting to create a database: {e:?}"))?;
+                    .map_err(|e| format!("connecting as the superuser: {e:?}"))?;
                 let driver = tokio::spawn(conn);
-                let done = client
-                    .batch_execute(&sql)
-                    .await
-                    .map_err(|e| format!("{sql}: {e:?}"));
-                drop(client);
+                let done = work(client).await;
                 let _ = driver.await;
                 done
             })
         })
         .join()
-        .map_err(|_| "the CREATE DATABASE thread panicked".to_string())?
+        .map_err(|_| "the superuser connection's thread panicked".to_string())?
     }
 
     /// Kills the postmaster with SIGKILL, as a crash would (its backends exit on their own).

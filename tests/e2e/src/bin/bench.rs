@@ -200,10 +200,13 @@ fn child_args(name: &str, o: &Options) -> Vec<String> {
                 .map(String::from)
                 .to_vec()
             } else {
+                // 100,000 agents over 6 replicas on one PostgreSQL (each replica's share under
+                // its open-file limit), simulated by several processes, then every replica
+                // killed at once: the reconnect storm.
                 let agents = pick(&o.scale_agents, "100000", "");
                 [
                     "--replicas",
-                    "1",
+                    "6",
                     "--agents",
                     &agents,
                     "--requests",
@@ -213,7 +216,7 @@ fn child_args(name: &str, o: &Options) -> Vec<String> {
                     "--restart",
                     "0",
                     "--figures",
-                    "held",
+                    "held,outage",
                 ]
                 .map(String::from)
                 .to_vec()

@@ -25,7 +25,7 @@
 //! ```text
 //! cargo build --release -p harmony_e2e --bin bench_agents --bin e2e-control-plane
 //! target/release/bench_agents [--replicas 3] [--agents 10000] [--heartbeat-s 5] [--requests 1000] [--window-s 30]
-//!     [--source-addrs N] [--restart 0|1] [--heap-profile 0|1] [--figures memory,held,restart,failover,requests,outage]
+//!     [--source-addrs N] [--restart 0|1] [--heap-profile 0|1] [--simulators N] [--figures memory,held,restart,failover,requests,outage]
 //! ```
 
 use futures::stream::{self, StreamExt};
@@ -50,6 +50,8 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 #[path = "bench_agents/burst.rs"]
 mod burst;
+#[path = "bench_agents/fleet.rs"]
+mod fleet;
 #[path = "bench_agents/heap.rs"]
 mod heap;
 #[path = "bench_agents/storm.rs"]
@@ -77,12 +79,14 @@ struct Options {
     restart: bool,
     /// Run the control plane under heaptrack and print where its memory per agent goes.
     heap_profile: bool,
+    /// Simulator processes (0: as many as the agents need, one per 18,000).
+    simulators: usize,
     /// Which figures the `BENCH` line carries (`memory`, `held`, `restart`, `failover`,
     /// `requests`, `outage`; `outage` also kills and restarts every replica at the end).
     figures: Vec<String>,
 }
 
-const USAGE: &str = "usage: bench_agents [--replicas N] [--agents N] [--heartbeat-s S] [--requests N] [--window-s S] [--ws-buffer-bytes B] [--connect-concurrency N] [--source-addrs N] [--restart 0|1] [--heap-profile 0|1] [--figures memory,held,restart,failover,requests,outage]";
+const USAGE: &str = "usage: bench_agents [--replicas N] [--agents N] [--heartbeat-s S] [--requests N] [--window-s S] [--ws-buffer-bytes B] [--connect-concurrency N] [--source-addrs N] [--restart 0|1] [--heap-profile 0|1] [--simulators N] [--figures memory,held,restart,failover,requests,outage]";
 
 fn parse_args() -> BenchResult<Options> {
     let mut o = Options {
@@ -96,6 +100,7 @@ fn parse_args() -> BenchResult<Options> {
         source_addrs: 0,
         restart: true,
         heap_profile: false,
+        simulators: 0,
         figures: [
             "memory", "held", "restart", "failover", "requests", "outage",
         ]
@@ -135,6 +140,7 @@ fn parse_args() -> BenchResult<Options> {
             "--source-addrs" => o.source_addrs = value.min(250),
             "--restart" => o.restart = value != 0,
             "--heap-profile" => o.heap_profile = value != 0,
+            "--simulators" => o.simulators = value,
             other => return Err(format!("unknown flag {other}; {USAGE}")),
         }
     }
@@ -475,6 +481,15 @@ fn ms(d: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() == Some("fleet-child") {
+        let spec = args.next().unwrap_or_default();
+        if let Err(e) = fleet::child(&spec).await {
+            eprintln!("error: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(e) = bench().await {
         eprintln!("error: {e}");
         std::process::exit(1);
@@ -523,6 +538,15 @@ async fn bench() -> BenchResult<()> {
     // the figure says so.
     let asked = o.agents;
     let fits = (fd_limit as usize).saturating_sub(descriptors_besides_agents(&o));
+    // Each replica holds its share of the agents under its own open-file limit.
+    if o.replicas > 1 && o.agents > fits * o.replicas {
+        o.agents = fits * o.replicas;
+        o.requests = o.requests.min(o.agents);
+        println!(
+            "{asked} agents asked, but {} replicas hold at most {fits} each under the open-file hard limit {fd_limit}: running {} agents (give more --replicas)",
+            o.replicas, o.agents
+        );
+    }
     if o.replicas <= 1 && o.agents > fits {
         o.agents = fits.max(1);
         o.requests = o.requests.min(o.agents);
@@ -638,7 +662,39 @@ async fn bench() -> BenchResult<()> {
         arrivals: arrivals.clone(),
     };
     let started = Instant::now();
-    for (i, (region, token)) in tokens.into_iter().enumerate() {
+    // More agents than one process holds: child simulator processes (with replicas, whose
+    // haproxies hold the agents' connections; one control plane holds all of them itself).
+    let simulators = match o.simulators {
+        0 if o.replicas > 1 => o.agents.div_ceil(fleet::PER_PROCESS),
+        0 => 1,
+        n => n,
+    };
+    let mut fleet = None;
+    let mut local = tokens;
+    if simulators > 1 {
+        let shared = fleet::Shared {
+            ca_pem: deployment.ca_pem(),
+            addrs: addrs.clone(),
+            sources,
+            heartbeat_s: o.heartbeat_s,
+            ws_buffer: o.ws_buffer,
+            connect_concurrency: o.connect_concurrency.div_ceil(simulators),
+        };
+        let totals = fleet::Totals {
+            welcomed: welcomed.clone(),
+            reconnects: reconnects.clone(),
+            failures: failures.clone(),
+            arrivals: arrivals.clone(),
+        };
+        fleet = Some(fleet::Fleet::spawn(
+            simulators,
+            std::mem::take(&mut local),
+            &shared,
+            &totals,
+        )?);
+        println!("{simulators} simulator processes");
+    }
+    for (i, (region, token)) in local.into_iter().enumerate() {
         let permit = gate
             .clone()
             .acquire_owned()
@@ -695,12 +751,24 @@ async fn bench() -> BenchResult<()> {
     let proxies = deployment.proxy_pids();
     let mut watched: Vec<String> = pids.iter().chain(&proxies).map(u32::to_string).collect();
     watched.push("self".into());
+    // The simulator is this process and its children, if any.
+    let children: Vec<String> = fleet
+        .as_ref()
+        .map(|f| f.pids().iter().map(u32::to_string).collect())
+        .unwrap_or_default();
+    watched.extend(children.iter().cloned());
+    let db_writes = || match &deployment {
+        Deployment::Replicated(r, _) => r.pg.writes("harmony").ok(),
+        Deployment::Single(..) => None,
+    };
+    let writes_before = tokio::task::block_in_place(db_writes);
     let t0 = Instant::now();
     let before = watched
         .iter()
         .map(|p| cpu_ticks(p))
         .collect::<BenchResult<Vec<_>>>()?;
     tokio::time::sleep(Duration::from_secs(o.window_s)).await;
+    let writes_after = tokio::task::block_in_place(db_writes);
     let after = watched
         .iter()
         .map(|p| cpu_ticks(p))
@@ -713,6 +781,15 @@ async fn bench() -> BenchResult<()> {
         .map(|(b, a)| (a - b) as f64 / hz / window * 100.0)
         .collect();
     let cp_cpu: f64 = cpu[..pids.len()].iter().sum();
+    // PostgreSQL's statistics lag by up to a second: a rate over the whole window.
+    let db_load = match (writes_before, writes_after) {
+        (Some((c0, w0)), Some((c1, w1))) => Some(format!(
+            "{:.0} commits/s, {:.0} rows written/s",
+            (c1 - c0) as f64 / window,
+            (w1 - w0) as f64 / window
+        )),
+        _ => None,
+    };
 
     // Who holds which agent; each request goes to a replica that does not.
     let regions = clients[0].regions().await.map_err(|e| e.to_string())?;
@@ -815,6 +892,8 @@ async fn bench() -> BenchResult<()> {
     if o.figures.iter().any(|f| f == "outage")
         && let Deployment::Replicated(r, _) = &mut deployment
     {
+        let before = reconnects.load(Ordering::Relaxed);
+        arrivals.start();
         let killed = Instant::now();
         for replica in r.replicas.iter_mut() {
             replica.kill9();
@@ -827,6 +906,13 @@ async fn bench() -> BenchResult<()> {
         let down = killed.elapsed();
         let admin = r.client(0);
         let deadline = killed + Duration::from_secs(600);
+        // Every agent welcomed again (counted by the simulators: cheap), then every region
+        // healthy (listing them all costs the control plane: once a second at most).
+        while reconnects.load(Ordering::Relaxed) - before < n && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let welcomed_again = killed.elapsed();
+        let poll = if n > 10_000 { 1000 } else { 100 };
         let healthy_again = loop {
             // A replica just started may not answer yet: ask again.
             if let Ok(views) = admin.regions().await
@@ -843,9 +929,9 @@ async fn bench() -> BenchResult<()> {
                     "agents not all healthy 10 minutes after every replica was killed".into(),
                 );
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(poll)).await;
         };
-        outage = Some((down, healthy_again));
+        outage = Some((down, welcomed_again, healthy_again, arrivals.counts()));
     }
 
     let delta: Vec<u64> = rss_before
@@ -889,17 +975,22 @@ async fn bench() -> BenchResult<()> {
         "| control plane CPU while heartbeating ({:.0} heartbeats/s), all replicas | {cp_cpu:.1} % of one core |",
         n as f64 / o.heartbeat_s as f64
     );
+    if let Some(load) = &db_load {
+        println!("| PostgreSQL load while heartbeating | {load} |");
+    }
     if !proxies.is_empty() {
-        let haproxy_cpu: f64 = cpu[pids.len()..cpu.len() - 1].iter().sum();
+        let haproxy_cpu: f64 = cpu[pids.len()..pids.len() + proxies.len()].iter().sum();
         println!(
             "| haproxy CPU ({} process{}) | {haproxy_cpu:.1} % of one core |",
             proxies.len(),
             if proxies.len() == 1 { "" } else { "es" }
         );
     }
+    let simulator_cpu: f64 = cpu[pids.len() + proxies.len()..].iter().sum();
     println!(
-        "| simulator CPU (all {n} agents) | {:.1} % of one core |",
-        cpu[cpu.len() - 1]
+        "| simulator CPU (all {n} agents, {} process{}) | {simulator_cpu:.1} % of one core |",
+        1 + children.len(),
+        if children.is_empty() { "" } else { "es" }
     );
     let to = if n_cp > 1 {
         " to a replica not holding the agent"
@@ -965,14 +1056,32 @@ async fn bench() -> BenchResult<()> {
             "measured": format!("{per_conn:.1} KiB"),
             "met": per_conn <= 16.0 && n >= 10_000,
         }),
-        serde_json::json!({
-            "key": "held",
-            "figure": format!("agents held by one control-plane process ({n_cp} replica(s), {n} agents)"),
-            "peer": "Rancher ≈ 2,000 clusters per server; ACM hub 3,500",
-            "goal": "100,000",
-            "measured": format!("{most} (healthy {healthy} of {n}; {per_conn:.1} KiB each{cut})"),
-            "met": most >= 100_000 && healthy == n,
-        }),
+        if n_cp > 1 {
+            // Across replicas: every agent held and healthy, with the replicas' memory per
+            // connection, CPU and the database's load while they heartbeat.
+            serde_json::json!({
+                "key": "held",
+                "figure": format!("agents held, all replicas ({n_cp} replicas on PostgreSQL, {n} agents)"),
+                "peer": "Rancher ≈ 2,000 clusters per server; ACM hub 3,500",
+                "goal": "100,000",
+                "measured": format!(
+                    "{healthy} healthy of {n} ({} per replica); {per_conn:.1} KiB per connection; control plane CPU {cp_cpu:.1} % of one core for {:.0} heartbeats/s; PostgreSQL {}{cut}",
+                    held.iter().map(usize::to_string).collect::<Vec<_>>().join(" / "),
+                    n as f64 / o.heartbeat_s as f64,
+                    db_load.as_deref().unwrap_or("not measured")
+                ),
+                "met": healthy >= 100_000 && healthy == n,
+            })
+        } else {
+            serde_json::json!({
+                "key": "held",
+                "figure": format!("agents held by one control-plane process ({n} agents)"),
+                "peer": "Rancher ≈ 2,000 clusters per server; ACM hub 3,500",
+                "goal": "100,000",
+                "measured": format!("{most} (healthy {healthy} of {n}; {per_conn:.1} KiB each{cut})"),
+                "met": most >= 100_000 && healthy == n,
+            })
+        },
     ];
     let warm_p99 = ms(percentile(&warm, 0.99));
     figures.push(serde_json::json!({
@@ -1011,19 +1120,24 @@ async fn bench() -> BenchResult<()> {
             "met": took.as_secs_f64() <= 60.0,
         }));
     }
-    if let Some((down, healthy_again)) = &outage {
+    if let Some((down, welcomed_again, healthy_again, counts)) = &outage {
+        // The issue's goals: 15 s for a few agents, 60 s for a storm of 100,000.
+        let goal_s = if n > 1_000 { 60.0 } else { 15.0 };
+        let per_second: Vec<String> = counts.iter().map(usize::to_string).collect();
         figures.push(serde_json::json!({
             "key": "outage",
             "figure": format!("all agents healthy after every replica was killed at once ({n_cp} replicas, {n} agents)"),
             "peer": "-",
-            "goal": "≤ 15 s after the control plane is back",
+            "goal": format!("≤ {goal_s:.0} s after the control plane is back"),
             "measured": format!(
-                "{:.1} s after the kill; replicas listening again after {:.1} s, so {:.1} s after they were back",
+                "{:.1} s after the kill (all welcomed again at {:.1} s); replicas listening again after {:.1} s, so {:.1} s after they were back; welcomed per second: {}",
                 healthy_again.as_secs_f64(),
+                welcomed_again.as_secs_f64(),
                 down.as_secs_f64(),
-                (*healthy_again - *down).as_secs_f64()
+                (*healthy_again - *down).as_secs_f64(),
+                per_second.join(" ")
             ),
-            "met": (*healthy_again - *down).as_secs_f64() <= 15.0,
+            "met": (*healthy_again - *down).as_secs_f64() <= goal_s,
         }));
     }
     figures.retain(|f| o.figures.iter().any(|k| f["key"] == k.as_str()));
