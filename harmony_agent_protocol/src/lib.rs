@@ -89,6 +89,10 @@ pub mod close {
     pub const REPLACED: u16 = 4008;
     /// The identity's expiry (and any overlap window) has passed.
     pub const IDENTITY_EXPIRED: u16 = 4009;
+    /// The control plane could not take the connection in time (no hello arrived within its
+    /// wait, as on a machine or network under load): reconnect with backoff. RFC 6455's
+    /// "Try Again Later"; never fatal.
+    pub const TRY_AGAIN_LATER: u16 = 1013;
 
     /// Whether an agent should stop instead of retrying after this close code.
     pub fn is_fatal(code: u16) -> bool {

@@ -2,6 +2,12 @@
 use super::*;
 
 #[test]
+fn a_late_hello_is_closed_with_a_code_the_agent_retries_after() {
+    assert!(!close::is_fatal(close::TRY_AGAIN_LATER));
+    assert!(close::is_fatal(close::PROTOCOL));
+}
+
+#[test]
 fn a_silent_flow_is_dropped_by_the_second_heartbeat_after_the_last_answer() {
     use std::time::Duration;
     for h in [0.2, 1.0, 5.0, 30.0] {

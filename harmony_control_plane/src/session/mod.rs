@@ -92,9 +92,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Socket<S> {
     /// Reads the first text frame, which must be a v1 hello.
     async fn hello(&mut self, limit: usize) -> Result<Hello, (u16, String)> {
         let protocol_error = |m: String| (close::PROTOCOL, m);
+        // A late hello is load or a slow network, not a broken agent: a close it retries after,
+        // never a fatal one (an agent stops for good on a protocol close).
         let first = tokio::time::timeout(HELLO_TIMEOUT, self.ws.next())
             .await
-            .map_err(|_| protocol_error(format!("no hello within {}s", HELLO_TIMEOUT.as_secs())))?;
+            .map_err(|_| {
+                (
+                    close::TRY_AGAIN_LATER,
+                    format!("no hello within {}s; reconnect", HELLO_TIMEOUT.as_secs()),
+                )
+            })?;
         let text = match first {
             Some(Ok(Message::Text(t))) => t,
             Some(Ok(_)) => {
