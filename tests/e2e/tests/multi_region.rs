@@ -625,6 +625,25 @@ async fn raw_connect(w: &World, token: Option<&str>) -> RawWs {
         .0
 }
 
+/// Reads (and ignores) until the control plane closes `ws`, within 60 s; its close frame.
+async fn closed_by_control_plane(
+    ws: &mut RawWs,
+) -> tokio_tungstenite::tungstenite::protocol::CloseFrame {
+    use tokio_tungstenite::tungstenite::Message;
+    let closed = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(f))) => return f,
+                None | Some(Err(_)) => return None,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await
+    .expect("the control plane ends the connection within 60 s");
+    closed.expect("with a close frame")
+}
+
 async fn next_text(ws: &mut RawWs) -> Value {
     loop {
         match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
@@ -840,18 +859,7 @@ async fn an_agent_that_falls_silent_is_closed_by_the_second_heartbeat_not_when_i
     .unwrap();
     // Then nothing: no heartbeat, no WebSocket ping. The connection stays open (this side
     // keeps reading) until the control plane ends it.
-    let closed = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            match ws.next().await {
-                Some(Ok(Message::Close(f))) => return f,
-                None | Some(Err(_)) => return None,
-                Some(Ok(_)) => {}
-            }
-        }
-    })
-    .await
-    .expect("the control plane closes a silent agent's connection");
-    let closed = closed.expect("with a close frame");
+    let closed = closed_by_control_plane(&mut ws).await;
     assert_eq!(u16::from(closed.code), 1001, "{closed:?}");
     assert_eq!(closed.reason.as_str(), "no heartbeat", "{closed:?}");
     let status = w
@@ -868,25 +876,13 @@ async fn an_agent_that_falls_silent_is_closed_by_the_second_heartbeat_not_when_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hello_that_comes_too_late_is_closed_with_a_code_the_agent_retries_after() {
-    use tokio_tungstenite::tungstenite::Message;
     // Under load (100,000 agents bootstrapping on 2 cores) a hello can miss the control
     // plane's 10 s wait. It was closed as a protocol error, which an agent takes as fatal and
     // stops for good: 1,133 of 100,000 simulated agents did. Now it is "try again later".
     let w = world(ControlPlaneOptions::default());
     let late = w.create("late", "z").await;
     let mut ws = raw_connect(&w, Some(late.bootstrap_token.expose())).await;
-    let closed = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            match ws.next().await {
-                Some(Ok(Message::Close(f))) => return f,
-                None | Some(Err(_)) => return None,
-                Some(Ok(_)) => {}
-            }
-        }
-    })
-    .await
-    .expect("the control plane ends a connection that sends no hello")
-    .expect("with a close frame");
+    let closed = closed_by_control_plane(&mut ws).await;
     let code = u16::from(closed.code);
     assert_eq!(
         code,

@@ -309,6 +309,41 @@ async fn agent(
     }
 }
 
+/// Starts agents `first..` (region and bootstrap token each), each from its loopback source
+/// address to its target (spread by index), taking a `gate` permit each until welcomed; those
+/// that stop for good are counted in `failures`.
+async fn spawn_agents(
+    sim: &Sim,
+    agents: Vec<(String, String)>,
+    first: usize,
+    sources: usize,
+    addrs: &[SocketAddr],
+    gate: &Arc<tokio::sync::Semaphore>,
+    failures: &Arc<AtomicUsize>,
+) -> BenchResult<()> {
+    for (k, (region, token)) in agents.into_iter().enumerate() {
+        let i = first + k;
+        let permit = gate
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| e.to_string())?;
+        let source = 1 + (i % sources.max(1)) as u8;
+        let link = Link {
+            from: std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, source)),
+            to: addrs[i % addrs.len()],
+        };
+        let (sim, failures) = (sim.clone(), failures.clone());
+        tokio::spawn(async move {
+            if let Err(e) = agent(sim, link, region, token, Some(permit)).await {
+                failures.fetch_add(1, Ordering::Relaxed);
+                eprintln!("agent stopped: {e}");
+            }
+        });
+    }
+    Ok(())
+}
+
 /// Where a simulated agent connects from and to.
 #[derive(Clone, Copy)]
 struct Link {
@@ -694,24 +729,7 @@ async fn bench() -> BenchResult<()> {
         )?);
         println!("{simulators} simulator processes");
     }
-    for (i, (region, token)) in local.into_iter().enumerate() {
-        let permit = gate
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|e| e.to_string())?;
-        let link = Link {
-            from: std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1 + (i % sources) as u8)),
-            to: addrs[i % addrs.len()],
-        };
-        let (sim, failures) = (sim.clone(), failures.clone());
-        tokio::spawn(async move {
-            if let Err(e) = agent(sim, link, region, token, Some(permit)).await {
-                failures.fetch_add(1, Ordering::Relaxed);
-                eprintln!("agent stopped: {e}");
-            }
-        });
-    }
+    spawn_agents(&sim, local, 0, sources, &addrs, &gate, &failures).await?;
     let deadline = Instant::now() + Duration::from_secs(600);
     while welcomed.load(Ordering::Relaxed) + failures.load(Ordering::Relaxed) < o.agents {
         if Instant::now() > deadline {

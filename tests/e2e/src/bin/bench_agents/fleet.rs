@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use super::{BenchResult, Link, Sim, storm};
+use super::{BenchResult, Sim, storm};
 
 /// Agents one simulator process takes at most (under its 20,000-descriptor limit, with room).
 pub(crate) const PER_PROCESS: usize = 18_000;
@@ -235,30 +235,16 @@ pub(crate) async fn child(spec_path: &str) -> BenchResult<()> {
         })
     };
     let gate = Arc::new(tokio::sync::Semaphore::new(spec.connect_concurrency.max(1)));
-    for (k, (region, token)) in spec.agents.into_iter().enumerate() {
-        let i = spec.first + k;
-        let permit = gate
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|e| e.to_string())?;
-        let link = Link {
-            from: std::net::IpAddr::V4(std::net::Ipv4Addr::new(
-                127,
-                0,
-                0,
-                1 + (i % spec.sources.max(1)) as u8,
-            )),
-            to: spec.addrs[i % spec.addrs.len()],
-        };
-        let (sim, failures) = (sim.clone(), failures.clone());
-        tokio::spawn(async move {
-            if let Err(e) = super::agent(sim, link, region, token, Some(permit)).await {
-                failures.fetch_add(1, Ordering::Relaxed);
-                eprintln!("agent stopped: {e}");
-            }
-        });
-    }
+    super::spawn_agents(
+        &sim,
+        spec.agents,
+        spec.first,
+        spec.sources,
+        &spec.addrs,
+        &gate,
+        &failures,
+    )
+    .await?;
     // Runs until the parent kills it.
     let _ = report.await;
     Ok(())
