@@ -733,7 +733,12 @@ async fn bench() -> BenchResult<()> {
     let deadline = Instant::now() + Duration::from_secs(600);
     while welcomed.load(Ordering::Relaxed) + failures.load(Ordering::Relaxed) < o.agents {
         if Instant::now() > deadline {
-            return Err("agents did not all connect within 10 minutes".into());
+            return Err(format!(
+                "agents did not all connect within 10 minutes: {} welcomed, {} gave up, of {}",
+                welcomed.load(Ordering::Relaxed),
+                failures.load(Ordering::Relaxed),
+                o.agents
+            ));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
