@@ -120,16 +120,14 @@ impl Server {
     pub async fn bind(config: &Config) -> Result<Self, CpError> {
         let settings = config.settings()?;
         let wanted = config.limits();
-        let limits = match listener::open_file_limit() {
-            Some(nofile) => wanted.fit_to_open_files(nofile),
-            None => wanted,
-        };
+        let nofile = listener::open_file_limit();
+        let limits = nofile.map_or(wanted, |n| wanted.fit_to_open_files(n));
         if limits.max_connections < wanted.max_connections {
             log::warn!(
                 "--max-connections {} lowered to {}: the open-file limit is {} and {} descriptors are kept for the database and files (raise `ulimit -n` to hold more)",
                 wanted.max_connections,
                 limits.max_connections,
-                listener::open_file_limit().unwrap_or_default(),
+                nofile.unwrap_or_default(),
                 listener::RESERVED_FDS
             );
         }

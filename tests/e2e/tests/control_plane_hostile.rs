@@ -7,12 +7,14 @@
 //! `--header-read-timeout-ms`) so the test takes about half a minute.
 
 use futures::StreamExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use harmony::infra::agent::Health;
+use harmony::infra::agent::{ControlPlaneClient, Health};
 use harmony::types::{RegionId, ZoneId};
+use harmony_agent_protocol::SecretString;
 use harmony_e2e::ApiServer;
 use harmony_e2e::ha::{raise_fd_limit, tls_connector};
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
@@ -81,6 +83,59 @@ fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or(0)
+}
+
+/// An agent of `region` (zone `z1`) bootstrapping with `token`, its token, identity and log
+/// files in `dir` (named after the region); the agent and its log's path.
+fn bootstrap_agent(
+    cp: &ControlPlane,
+    pki: &Pki,
+    server: &ApiServer,
+    dir: &Path,
+    region: &str,
+    token: &SecretString,
+) -> (Agent, PathBuf) {
+    let file = dir.join(format!("{region}.token"));
+    std::fs::write(&file, token.expose()).unwrap();
+    let o = AgentOptions {
+        bootstrap_token_file: Some(file),
+        ..AgentOptions::new(
+            &cp.url(),
+            region,
+            "z1",
+            pki.ca(),
+            server.kubeconfig(),
+            dir.join(format!("{region}.identity")),
+        )
+    };
+    let log = dir.join(format!("{region}.log"));
+    (Agent::start(AGENT_BIN.as_ref(), &o, &log).unwrap(), log)
+}
+
+/// Waits until `region` is healthy, at most [`WAIT`] after `started`.
+async fn wait_healthy(
+    cp: &ControlPlane,
+    client: &ControlPlaneClient,
+    region: &str,
+    started: Instant,
+) {
+    while client.region(region).await.unwrap().unwrap().health != Health::Healthy {
+        assert!(
+            started.elapsed() < WAIT,
+            "agent {region} never got healthy:\n{}",
+            cp.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A request through `region`'s agent, which must succeed.
+async fn inventory_through(client: &ControlPlaneClient, region: &str, id: &str) {
+    let res = client
+        .request(region, id, "get_inventory", serde_json::json!({}), WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(res.ok, "{res:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -179,40 +234,17 @@ async fn idle_and_slowloris_connections_are_cut_by_timeouts_while_a_new_agent_ge
 
     // Meanwhile, a new agent bootstraps and a request goes through it.
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, created.bootstrap_token.expose()).unwrap();
-    let o = AgentOptions {
-        bootstrap_token_file: Some(token),
-        ..AgentOptions::new(
-            &cp.url(),
-            "calm",
-            "z1",
-            pki.ca(),
-            server.kubeconfig(),
-            dir.path().join("identity"),
-        )
-    };
-    let _agent = Agent::start(AGENT_BIN.as_ref(), &o, &dir.path().join("agent.log")).unwrap();
+    let (_agent, _) = bootstrap_agent(
+        &cp,
+        &pki,
+        &server,
+        dir.path(),
+        "calm",
+        &created.bootstrap_token,
+    );
     let started = Instant::now();
-    while client.region("calm").await.unwrap().unwrap().health != Health::Healthy {
-        assert!(
-            started.elapsed() < WAIT,
-            "the agent never got healthy:\n{}",
-            cp.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let res = client
-        .request(
-            "calm",
-            "through-the-crowd",
-            "get_inventory",
-            serde_json::json!({}),
-            WAIT,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(res.ok, "{res:?}");
+    wait_healthy(&cp, &client, "calm", started).await;
+    inventory_through(&client, "calm", "through-the-crowd").await;
     let done = Instant::now();
     assert_eq!(
         closed.load(Ordering::Relaxed),
@@ -406,35 +438,16 @@ async fn a_full_control_plane_sheds_unauthenticated_connections_so_agents_get_in
 
     // Honest agents now: each is served on its first attempt and turns healthy.
     let dir = tempfile::tempdir().unwrap();
-    let mut agents = Vec::new();
-    for (i, token) in tokens.iter().enumerate() {
-        let file = dir.path().join(format!("token{i}"));
-        std::fs::write(&file, token.expose()).unwrap();
-        let o = AgentOptions {
-            bootstrap_token_file: Some(file),
-            ..AgentOptions::new(
-                &cp.url(),
-                &format!("honest{i}"),
-                "z1",
-                pki.ca(),
-                server.kubeconfig(),
-                dir.path().join(format!("identity{i}")),
-            )
-        };
-        let log = dir.path().join(format!("agent{i}.log"));
-        agents.push((Agent::start(AGENT_BIN.as_ref(), &o, &log).unwrap(), log));
-    }
+    let agents: Vec<(Agent, PathBuf)> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, token)| {
+            bootstrap_agent(&cp, &pki, &server, dir.path(), &format!("honest{i}"), token)
+        })
+        .collect();
     let started = Instant::now();
     for i in 0..AGENTS {
-        let region = format!("honest{i}");
-        while client.region(&region).await.unwrap().unwrap().health != Health::Healthy {
-            assert!(
-                started.elapsed() < WAIT,
-                "agent {region} never got healthy:\n{}",
-                cp.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_healthy(&cp, &client, &format!("honest{i}"), started).await;
     }
     println!(
         "{AGENTS} agents healthy {:.1} s after they started",
@@ -447,17 +460,7 @@ async fn a_full_control_plane_sheds_unauthenticated_connections_so_agents_get_in
             "an agent's attempt failed before it got in:\n{text}"
         );
     }
-    let res = client
-        .request(
-            "honest0",
-            "through-a-full-listener",
-            "get_inventory",
-            serde_json::json!({}),
-            WAIT,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(res.ok, "{res:?}");
+    inventory_through(&client, "honest0", "through-a-full-listener").await;
     for c in crowd {
         c.abort();
     }
