@@ -46,8 +46,9 @@ pub struct Config {
     /// PostgreSQL connections of this replica's pool.
     #[arg(long, default_value_t = 16)]
     pub database_pool_size: usize,
-    /// How long a call waits for a free pooled PostgreSQL connection, in milliseconds; past it
-    /// the HTTP call is answered 503 (overloaded) with `Retry-After`.
+    /// How long a call waits for a free pooled PostgreSQL connection, and a statement for a
+    /// lock (`lock_timeout`), in milliseconds; past it the HTTP call is answered 503
+    /// (overloaded) with `Retry-After`.
     #[arg(long, default_value_t = 10_000)]
     pub database_pool_wait_ms: u64,
     /// This replica's name in session rows and logs (default: host name and a random suffix).

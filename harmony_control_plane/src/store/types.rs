@@ -49,16 +49,33 @@ impl StoreError {
         op: &'static str,
         waited: std::time::Duration,
     ) -> Self {
+        let waited = if waited.as_millis() < 1000 {
+            format!("{} ms", waited.as_millis())
+        } else {
+            format!("{} s", waited.as_secs())
+        };
+        Self::busy(
+            backend,
+            op,
+            format!("no database connection was free within {waited} (all busy)"),
+        )
+    }
+
+    /// `op` gave up because the database is busy (`cause` says how): overload, answered 503.
+    pub fn busy(backend: &'static str, op: &'static str, cause: impl fmt::Display) -> Self {
         Self {
             backend,
             op,
-            cause: format!(
-                "no database connection was free within {} s (all busy)",
-                waited.as_secs()
-            ),
+            cause: cause.to_string(),
             overloaded: true,
             unavailable: false,
         }
+    }
+
+    /// Whether retrying later may succeed where retrying now will not (overloaded or
+    /// unavailable), as opposed to a statement the database refused.
+    pub fn is_transient(&self) -> bool {
+        self.overloaded || self.unavailable
     }
 }
 

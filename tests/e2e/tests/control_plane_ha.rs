@@ -712,8 +712,10 @@ async fn answer(r: harmony_http::reqwest::Response) -> (u16, Option<String>, Val
 }
 
 /// A replica whose only pooled PostgreSQL connection is stuck (its query waits on a table lock
-/// the test holds) answers the calls that cannot get a connection 503 with `Retry-After` and
-/// the `overloaded` code, never 500; once the lock goes, it answers normally again.
+/// the test holds) answers every call while the lock is held: those that cannot get the
+/// connection, and those combined into the statement that waits on the lock (ADR 0027), are
+/// answered 503 with `Retry-After` and the `overloaded` code after the pool wait, never 500 and
+/// never left waiting; once the lock goes, it answers normally again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_busy_database_pool_is_answered_503_with_retry_after_not_500() {
     let options = ControlPlaneOptions {
@@ -767,29 +769,25 @@ async fn a_busy_database_pool_is_answered_503_with_retry_after_not_500() {
             answer(r).await
         }
     });
-    // One call holds the connection, blocked on the lock, until the lock goes: take the
-    // other seven answers first, then release it and take the last.
+    // Every call is answered while the lock is still held: none waits on it past the pool
+    // wait, whether alone or combined with the call that holds the connection.
     let mut pending: futures::stream::FuturesUnordered<_> = calls.collect();
     let mut answers = Vec::new();
-    while answers.len() < 7 {
-        let next = tokio::time::timeout(WAIT, pending.next()).await;
-        answers.push(
-            next.expect("a call answered while the pool is busy")
-                .unwrap(),
-        );
+    while let Some(next) = tokio::time::timeout(WAIT, pending.next())
+        .await
+        .unwrap_or_else(|_| {
+            panic!("a call was left waiting on the lock; answered so far: {answers:?}")
+        })
+    {
+        answers.push(next);
     }
     db.batch_execute("ROLLBACK").await.unwrap();
-    while let Some(a) = tokio::time::timeout(WAIT, pending.next())
-        .await
-        .expect("the last call answered once the lock is gone")
-    {
-        answers.push(a);
-    }
 
     let busy: Vec<_> = answers.iter().filter(|(s, ..)| *s == 503).collect();
-    assert!(
-        !busy.is_empty(),
-        "7 of 8 calls could not get the one connection: {answers:?}"
+    assert_eq!(
+        busy.len(),
+        8,
+        "no call could read the locked table: {answers:?}"
     );
     for (status, retry_after, body) in &answers {
         assert_ne!(*status, 500, "overload must not be a 500: {body}");

@@ -83,8 +83,10 @@ impl<I, O> Drop for Combiner<I, O> {
     }
 }
 
-/// The answers of `batch` from `whole`, its one statement; if that failed and the batch holds
-/// more than one call, each call alone (`one`), so a call the database refuses fails alone.
+/// The answers of `batch` from `whole`, its one statement; if the database refused it and the
+/// batch holds more than one call, each call alone (`one`), so a call the database refuses
+/// fails alone. A busy or unreachable database ([`StoreError::is_transient`]) fails every call
+/// at once: one by one, each would wait for it again.
 pub(super) async fn or_one_by_one<'a, I, O>(
     batch: &'a [I],
     whole: Result<Vec<O>, StoreError>,
@@ -92,7 +94,9 @@ pub(super) async fn or_one_by_one<'a, I, O>(
 ) -> Vec<Result<O, StoreError>> {
     match whole {
         Ok(answers) => answers.into_iter().map(Ok).collect(),
-        Err(e) if batch.len() == 1 => vec![Err(e)],
+        Err(e) if batch.len() == 1 || e.is_transient() => {
+            batch.iter().map(|_| Err(e.clone())).collect()
+        }
         Err(e) => {
             log::debug!("a batch of {} failed ({e}); each call alone", batch.len());
             let mut answers = Vec::with_capacity(batch.len());
@@ -172,5 +176,28 @@ mod tests {
         assert_eq!(answers[0], Ok(1));
         assert!(answers[1].is_err());
         assert_eq!(answers[2], Ok(3));
+    }
+
+    #[tokio::test]
+    async fn a_batch_failed_by_a_busy_database_is_not_retried_call_by_call() {
+        let batch = [1, 2, 3];
+        let tried = Mutex::new(0);
+        let answers = or_one_by_one(
+            &batch,
+            Err(StoreError::busy("test", "batch", "waited for a lock")),
+            |i: &i32| {
+                *tried.lock().unwrap() += 1;
+                let i = *i;
+                Box::pin(async move { Ok(i) })
+            },
+        )
+        .await;
+        assert_eq!(*tried.lock().unwrap(), 0, "each call was sent again alone");
+        assert_eq!(answers.len(), 3);
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.as_ref().is_err_and(|e| e.overloaded))
+        );
     }
 }

@@ -137,6 +137,15 @@ impl PostgresStore {
             config.application_name("harmony-control-plane");
         }
         config.keepalives(true).keepalives_idle(KEEPALIVE_IDLE);
+        // A statement never waits on a lock longer than a call waits for a connection: calls
+        // combined into one statement (ADR 0027) would otherwise all wait behind a lock that,
+        // sent alone, only one of them met; past it they are answered as overloaded (503).
+        let lock_wait = format!("-c lock_timeout={}", pool_wait.as_millis().max(1));
+        let options = match config.get_options() {
+            Some(given) => format!("{given} {lock_wait}"),
+            None => lock_wait,
+        };
+        config.options(&options);
 
         let manager = Manager::from_config(
             config.clone(),
@@ -207,8 +216,18 @@ async fn pooled_client(
     })
 }
 
-/// A statement's failure; a lost or refused connection is [`StoreError::unavailable`].
+/// A statement's failure; a lost or refused connection is [`StoreError::unavailable`], a
+/// statement that waited past `lock_timeout` for a lock is [`StoreError::overloaded`].
 pub(super) fn pg_error(op: &'static str, e: Error) -> StoreError {
+    if let Error::Db(db) = &e
+        && db.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE)
+    {
+        return StoreError::busy(
+            BACKEND,
+            op,
+            "a statement waited longer than the pool wait for a lock another transaction holds",
+        );
+    }
     let lost = matches!(&e, Error::Db(db) if connection_lost(db));
     let error = StoreError::new(BACKEND, op, e);
     if lost { error.unavailable() } else { error }

@@ -123,6 +123,11 @@ CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
 pub(super) async fn migrate(client: &mut Client) -> Result<(), String> {
     let tx = client.transaction().await.map_err(|e| super::chain(&e))?;
     let sql = |e: tokio_postgres::Error| super::chain(&e);
+    // Pooled connections give up on a lock after the pool wait (see `connect`); a replica
+    // waiting for another's schema change waits for as long as it takes.
+    tx.batch_execute("SET LOCAL lock_timeout = 0")
+        .await
+        .map_err(sql)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
         .await
         .map_err(sql)?;
