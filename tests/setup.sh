@@ -23,6 +23,10 @@ command -v flock >/dev/null || { apt-get update -qq && apt-get install -y -qq ut
 # PostgreSQL behind haproxy: tests/e2e/tests/control_plane_ha.rs, the agents benchmark).
 bash "$(dirname "$0")/pg-datapath/install.sh"
 
+# Emulated BMCs (tests/e2e/src/bmc_lab.rs): an unprivileged libvirtd with QEMU VMs behind the
+# sushy-tools Redfish emulator (pinned, in a venv under ~/.cache/harmony/redfish-bmc).
+bash "$(dirname "$0")/redfish-bmc/install.sh"
+
 # Bare-metal OKD end-to-end tests (tests/e2e/tests/okd_*.rs): real dnsmasq, a DHCP client, iPXE
 # firmware under QEMU, haproxy, dig, openssl, network namespaces and tmux for the prompt tests.
 # dnsmasq-base has no system service, so nothing grabs port 53 outside the tests' namespaces.

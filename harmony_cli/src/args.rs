@@ -164,6 +164,23 @@ pub struct BareMetalArgs {
     /// HDD of at least 100 GB; a host with no such disk fails naming its disks. Repeatable.
     #[arg(long = "root-device", value_name = "TARGET=HINTS", value_parser = parse_root_device)]
     pub root_device: Vec<RootDeviceRule>,
+
+    /// A host Harmony powers and PXE boots itself through its Redfish BMC, by boot MAC:
+    /// MAC=ADDRESS,credentials=SOURCE (e.g. 52:54:00:00:00:21=redfish://10.0.0.5/redfish/v1/Systems/1,credentials=env:BMC_R14);
+    /// SOURCE is env:VARIABLE or file:PATH holding USER:PASSWORD, never the password itself.
+    /// Hosts without one are rebooted by the operator when asked. Repeatable.
+    // Read as text and parsed in `run` (`HostBmc::parse`): clap's own error would echo the
+    // whole value, password included when one was wrongly written into the address.
+    #[arg(long = "bmc", value_name = "MAC=ADDRESS,credentials=SOURCE")]
+    pub bmc: Vec<String>,
+
+    /// The PEM CAs that sign the BMCs' certificates (default: the system's).
+    #[arg(long = "bmc-ca-file", value_name = "FILE")]
+    pub bmc_ca_file: Option<PathBuf>,
+
+    /// Accept any BMC certificate (self-signed BMCs); logged as a warning. Prefer --bmc-ca-file.
+    #[arg(long = "bmc-insecure")]
+    pub bmc_insecure: bool,
 }
 
 fn parse_role_rule(s: &str) -> Result<RoleRule, String> {

@@ -23,6 +23,9 @@ const GROUPS: [(&str, &[&str]); 3] = [
             "--discovery-timeout",
             "--assign",
             "--root-device",
+            "--bmc",
+            "--bmc-ca-file",
+            "--bmc-insecure",
         ],
     ),
 ];

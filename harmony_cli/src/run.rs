@@ -149,6 +149,16 @@ where
         EXIT_USAGE
     };
 
+    let bmc = match args
+        .bare_metal
+        .bmc
+        .iter()
+        .map(|s| harmony::domain::capability::HostBmc::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(b) => b,
+        Err(e) => return usage(e),
+    };
     let spinners = progress::Spinners::default();
     let ctx = RunContext {
         plan: args.common.plan,
@@ -166,6 +176,9 @@ where
             .map(std::time::Duration::from_secs),
         assign: args.bare_metal.assign.clone(),
         root_device: args.bare_metal.root_device.clone(),
+        bmc,
+        bmc_ca_file: args.bare_metal.bmc_ca_file.clone(),
+        bmc_insecure: args.bare_metal.bmc_insecure,
         wait: args.ownership.wait_policy(),
         no_skip: args.ownership.no_skip,
         operator: OperatorHandle::new(CliOperator::new(
@@ -174,6 +187,9 @@ where
             spinners.clone(),
         )),
     };
+    if let Err(e) = harmony::domain::capability::HostBmc::check_unique(&ctx.bmc) {
+        return usage(e);
+    }
     let (topology, scores) = match setup(&ctx) {
         Ok(t) => t,
         Err(e) => return usage(e.to_string()),

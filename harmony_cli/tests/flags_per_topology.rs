@@ -45,6 +45,7 @@ struct Seen {
     kubeconfig: Option<std::path::PathBuf>,
     apply: bool,
     prune: bool,
+    bmcs: Vec<String>,
 }
 
 /// Runs a program on topology `T` with `args`; `setup` records what it got and stops the run
@@ -72,6 +73,7 @@ where
                 kubeconfig: ctx.kubeconfig.clone(),
                 apply: ctx.apply,
                 prune: ctx.prune,
+                bmcs: ctx.bmc.iter().map(|b| b.address.to_string()).collect(),
             });
             Err::<(T, Vec<Box<dyn Score<T>>>), _>("stopped by the test")
         },
@@ -187,4 +189,54 @@ async fn offered_flags_and_the_programs_own_reach_setup() {
     let (code, _, err, _) = run::<RenderTopology>(&["--replicas", "many"]).await;
     assert_eq!(code, 2);
     assert!(err.contains("--replicas"), "{err}");
+}
+
+#[tokio::test]
+async fn bmc_entries_reach_setup_and_bad_ones_exit_2_before_it_naming_the_fix() {
+    let ok = "52:54:00:00:00:21=redfish://10.0.0.5/redfish/v1/Systems/1,credentials=env:BMC_R14";
+    let (code, help, _, _) = run::<HAClusterTopology>(&["--help"]).await;
+    assert_eq!(code, 0);
+    for flag in ["--bmc ", "--bmc-ca-file", "--bmc-insecure"] {
+        assert!(help.contains(flag), "{flag} missing:\n{help}");
+    }
+    let (code, _, err, seen) = run::<HAClusterTopology>(&["--apply", "--bmc", ok]).await;
+    assert_eq!(code, 2);
+    assert!(err.contains("stopped by the test"), "{err}");
+    assert_eq!(
+        seen.expect("setup ran").bmcs,
+        ["redfish://10.0.0.5/redfish/v1/Systems/1"]
+    );
+
+    for (args, says) in [
+        (
+            vec![
+                "--bmc",
+                "52:54:00:00:00:21=redfish://root:calvin@10.0.0.5,credentials=env:A",
+            ],
+            "credentials never go in the address",
+        ),
+        (
+            vec!["--bmc", "52:54:00:00:00:21=redfish://10.0.0.5"],
+            "no credentials=SOURCE",
+        ),
+        (
+            vec![
+                "--bmc",
+                ok,
+                "--bmc",
+                "52:54:00:00:00:22=redfish://10.0.0.5/redfish/v1/Systems/1,credentials=env:B",
+            ],
+            "a BMC system powers one host",
+        ),
+    ] {
+        let (code, _, err, seen) = run::<HAClusterTopology>(&args).await;
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("calvin"), "{err}");
+        assert!(seen.is_none(), "setup ran for {args:?}");
+    }
+    // Flags of bare metal only.
+    let (code, _, err, _) = run::<DefaultTopology>(&["--bmc", ok]).await;
+    assert_eq!(code, 2);
+    assert!(err.contains("a bare-metal flag"), "{err}");
 }

@@ -129,10 +129,81 @@ pub fn tls_config(ca_pem: Option<&[u8]>) -> Result<rustls::ClientConfig, ConfigE
     Ok(config)
 }
 
+/// A rustls client configuration like [`tls_config`]'s that accepts any server certificate
+/// (signatures are still checked against the certificate's key, so the handshake is sound, but
+/// nothing proves who the server is). For devices whose certificates cannot be verified (BMCs
+/// with self-signed certificates), when the operator asks for it explicitly.
+pub fn insecure_tls_config() -> Result<rustls::ClientConfig, ConfigError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| {
+            bad(
+                "tls",
+                format!("the ring provider refused the defaults: {e}"),
+            )
+        })?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyServer(provider)))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Accepts any server certificate; checks handshake signatures with the provider's algorithms.
+#[derive(Debug)]
+struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyServer {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
 /// How to build a [`reqwest::Client`]: trust, timeouts and whether plain HTTP is allowed.
 #[derive(Debug, Clone)]
 pub struct ClientSettings<'a> {
     ca_pem: Option<&'a [u8]>,
+    accept_any_certificate: bool,
     connect_timeout: Duration,
     read_timeout: Option<Duration>,
     https_only: bool,
@@ -150,6 +221,7 @@ impl<'a> ClientSettings<'a> {
     pub fn new() -> Self {
         Self {
             ca_pem: None,
+            accept_any_certificate: false,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             read_timeout: Some(DEFAULT_READ_TIMEOUT),
             https_only: false,
@@ -160,6 +232,13 @@ impl<'a> ClientSettings<'a> {
     /// Trusts only the CAs of this PEM bundle; `None` keeps the system roots.
     pub fn ca_pem(mut self, pem: Option<&'a [u8]>) -> Self {
         self.ca_pem = pem;
+        self
+    }
+
+    /// Accepts any server certificate ([`insecure_tls_config`]): only for an operator's
+    /// explicit, logged choice (`--bmc-insecure`). Overrides [`ClientSettings::ca_pem`].
+    pub fn accept_any_certificate(mut self, accept: bool) -> Self {
+        self.accept_any_certificate = accept;
         self
     }
 
@@ -190,7 +269,11 @@ impl<'a> ClientSettings<'a> {
 
     /// A builder with these settings applied, for callers that need more options.
     pub fn builder(&self) -> Result<reqwest::ClientBuilder, ConfigError> {
-        let tls = tls_config(self.ca_pem)?;
+        let tls = if self.accept_any_certificate {
+            insecure_tls_config()?
+        } else {
+            tls_config(self.ca_pem)?
+        };
         let mut builder = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .connect_timeout(self.connect_timeout)

@@ -102,6 +102,24 @@ async fn a_server_signed_by_another_ca_is_refused() {
 }
 
 #[tokio::test]
+async fn accepting_any_certificate_talks_to_a_server_no_trusted_ca_signed() {
+    let (_, server) = pki();
+    let (other_ca, _) = pki();
+    let addr = serve(server, Duration::ZERO).await;
+    let client = ClientSettings::new()
+        .ca_pem(Some(other_ca.as_bytes()))
+        .accept_any_certificate(true)
+        .build()
+        .unwrap();
+    let answer = client
+        .get(format!("https://127.0.0.1:{}/x", addr.port()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.text().await.unwrap(), "hello");
+}
+
+#[tokio::test]
 async fn the_read_timeout_ends_a_silent_answer() {
     let (ca, server) = pki();
     let addr = serve(server, Duration::from_secs(5)).await;

@@ -2,6 +2,7 @@
 //!
 //! Nothing here performs I/O; the types are plain values that serialize as strings.
 
+mod bmc;
 mod error;
 mod host;
 mod id;
@@ -13,6 +14,7 @@ mod region;
 mod url;
 mod version;
 
+pub use bmc::{BmcAddress, BmcCredentialsSource, MAX_BMC_ADDRESS_LEN};
 pub use error::InvalidValue;
 pub use host::{
     DiscoveryReport, Disk, DiskName, InvalidReport, MAX_CPUS, MAX_DISK_BYTES, MAX_DISKS, MAX_MACS,

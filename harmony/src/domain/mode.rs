@@ -80,6 +80,12 @@ pub struct RunContext {
     pub wait: WaitPolicy,
     /// `--no-skip`: send every object's PATCH, even one the live object shows unchanged.
     pub no_skip: bool,
+    /// `--bmc MAC=ADDRESS,credentials=SOURCE`: hosts Harmony powers and PXE boots itself.
+    pub bmc: Vec<super::capability::HostBmc>,
+    /// `--bmc-ca-file`: the CAs that sign the BMCs' certificates (the system's when `None`).
+    pub bmc_ca_file: Option<PathBuf>,
+    /// `--bmc-insecure`: accept any BMC certificate.
+    pub bmc_insecure: bool,
 }
 
 /// Whether, and how long, an apply waits for its objects to become current (rolled out,
@@ -139,6 +145,9 @@ impl Default for RunContext {
             root_device: Vec::new(),
             wait: WaitPolicy::default(),
             no_skip: false,
+            bmc: Vec::new(),
+            bmc_ca_file: None,
+            bmc_insecure: false,
         }
     }
 }

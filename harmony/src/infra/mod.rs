@@ -2,8 +2,8 @@
 //!
 //! Kubernetes and render adapters are always built. Cargo features add the others, so a plain
 //! Kubernetes program does not compile their clients: `okd` (bare metal: `okd`, `bare_metal`,
-//! `dnsmasq`, `haproxy`, `http_boot`, `inventory_sqlite`), `cnpg` (PostgreSQL on CloudNativePG)
-//! and `agent` (regions through the control plane: `agent`, `region_site`, `tenant_admin`).
+//! `dnsmasq`, `haproxy`, `http_boot`, `inventory_sqlite`, and `redfish`), `redfish` alone (BMC
+//! power control), `cnpg` (PostgreSQL on CloudNativePG) and `agent` (regions through the control plane: `agent`, `region_site`, `tenant_admin`).
 
 #[cfg(feature = "agent")]
 pub mod agent;
@@ -25,6 +25,8 @@ pub mod kube;
 pub mod multi_site;
 #[cfg(feature = "okd")]
 pub mod okd;
+#[cfg(feature = "redfish")]
+pub mod redfish;
 #[cfg(feature = "agent")]
 pub mod region_site;
 pub mod render;

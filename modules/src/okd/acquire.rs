@@ -14,7 +14,7 @@ use harmony::domain::{ExecutionMode, InterpretError, Inventory, ObjectChange, re
 use harmony_types::{Id, MacAddress};
 
 use super::rules::{assign_by_rules, describe};
-use super::{Candidate, OkdTopology, capability_error};
+use super::{Candidate, OkdTopology, capability_error, power_on};
 
 const POLL: Duration = Duration::from_secs(2);
 
@@ -245,6 +245,8 @@ pub(super) async fn acquire<T: OkdTopology>(
     let mut settle = Settle::new();
     let mut asked_held: HashSet<Id> = HashSet::new();
     let op = topology.operator();
+    // `--bmc` hosts not yet discovered, PXE booted by Harmony once this run (apply mode).
+    let mut powered: Option<Vec<power_on::Boot>> = None;
     loop {
         // Reports held for the operator: asked about once each on a terminal.
         let held = topology
@@ -421,6 +423,23 @@ pub(super) async fn acquire<T: OkdTopology>(
             continue;
         }
         let have = bound_here + unbound;
+        if topology.mode() == ExecutionMode::Apply && powered.is_none() {
+            let known: HashSet<MacAddress> =
+                hosts.iter().flat_map(|h| h.macs.iter().copied()).collect();
+            let undiscovered: Vec<MacAddress> = topology
+                .host_bmcs()
+                .iter()
+                .map(|b| b.mac)
+                .filter(|m| !known.contains(m))
+                .collect();
+            let bmcs = power_on::with_bmc(topology, &undiscovered);
+            let boots = power_on::pxe_boot(topology, &bmcs).await;
+            for b in &boots {
+                report_progress(format!("discovery: {}", b.line));
+            }
+            powered = Some(boots);
+            continue;
+        }
         if topology.mode() != ExecutionMode::Apply {
             return Err(fail(
                 &format!("finding {role} hosts"),
@@ -455,12 +474,34 @@ pub(super) async fn acquire<T: OkdTopology>(
             _ => String::new(),
         };
         if started.elapsed() >= timeout {
+            let known: HashSet<MacAddress> =
+                hosts.iter().flat_map(|h| h.macs.iter().copied()).collect();
+            let silent: Vec<String> = powered
+                .iter()
+                .flatten()
+                .filter(|b| !known.contains(&b.mac))
+                .map(|b| {
+                    if b.ok {
+                        format!(
+                            "{} was power cycled by its BMC and sent no discovery report: check its boot order (this BMC may ignore one-time boot overrides) and its cabling to the provisioning network",
+                            b.mac
+                        )
+                    } else {
+                        b.line.clone()
+                    }
+                })
+                .collect();
+            let bmc_note = if silent.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", silent.join("; "))
+            };
             return Err(capability_error(
                 format!("discovering {role} hosts"),
                 changes,
             )(CapabilityError::Timeout {
                 waited_for: format!(
-                    "{missing} more {role} host(s) to be discovered at {}discovery and given the role{settling}{held_note}",
+                    "{missing} more {role} host(s) to be discovered at {}discovery and given the role{settling}{held_note}{bmc_note}",
                     topology.base_url()
                 ),
                 after: timeout,

@@ -18,6 +18,7 @@ mod hosts;
 mod install_disk;
 mod node_identity;
 mod nodes;
+mod power_on;
 mod prepare;
 mod reboot;
 mod rules;
@@ -28,7 +29,7 @@ use std::path::PathBuf;
 use harmony::domain::Topology;
 use harmony::domain::capability::{
     ClusterNodes, DhcpServer, DnsServer, HaCluster, HostInventory, HttpServer, LoadBalancer,
-    TftpServer,
+    PowerControl, TftpServer,
 };
 use harmony::domain::inventory::HostRole;
 
@@ -84,11 +85,11 @@ pub fn ignition_file(role: HostRole) -> &'static str {
 }
 
 /// The capabilities an OKD bring-up needs, as one bound. `HAClusterTopology` implements it; a
-/// topology of your own that offers the seven capabilities adds `impl OkdTopology for X {}`.
+/// topology of your own that offers the eight capabilities adds `impl OkdTopology for X {}`.
 #[diagnostic::on_unimplemented(
     message = "topology `{Self}` cannot bring up OKD on bare metal (`OkdTopology`)",
-    label = "this OKD Score needs a bare-metal topology: `HaCluster`, `DhcpServer`, `TftpServer`, `DnsServer`, `HttpServer`, `LoadBalancer` and `HostInventory`",
-    note = "use HAClusterTopology (`harmony::infra::okd::HAClusterTopology::from_context`), which offers all seven; Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) offer none of them"
+    label = "this OKD Score needs a bare-metal topology: `HaCluster`, `DhcpServer`, `TftpServer`, `DnsServer`, `HttpServer`, `LoadBalancer`, `HostInventory` and `PowerControl`",
+    note = "use HAClusterTopology (`harmony::infra::okd::HAClusterTopology::from_context`), which offers all eight; Kubernetes and render topologies (RenderTopology, K8sTopology, DefaultTopology) offer none of them"
 )]
 pub trait OkdTopology:
     Topology
@@ -99,13 +100,14 @@ pub trait OkdTopology:
     + HttpServer
     + LoadBalancer
     + HostInventory
+    + PowerControl
     + 'static
 {
 }
 
-// An explicit impl, not a blanket one over the seven capabilities: pairing an OKD Score with
+// An explicit impl, not a blanket one over the eight capabilities: pairing an OKD Score with
 // another topology then fails with this one trait's message instead of one error per missing
-// capability. A topology of your own that offers all seven adds `impl OkdTopology for X {}`.
+// capability. A topology of your own that offers all eight adds `impl OkdTopology for X {}`.
 impl OkdTopology for harmony::infra::okd::HAClusterTopology {}
 
 /// Every phase in order: prepare, bootstrap, control plane, control-plane nodes Ready,

@@ -8,7 +8,7 @@ use harmony::domain::ObjectChange;
 use harmony::domain::capability::{BootEvent, CapabilityError, HostBinding};
 use harmony::domain::inventory::HostRole;
 
-use super::{OkdTopology, capability_error};
+use super::{OkdTopology, capability_error, power_on};
 
 /// How the reboot step ended.
 pub(super) enum Reboot {
@@ -53,6 +53,30 @@ pub(super) async fn reboot_step<T: OkdTopology>(
             )
         }));
     }
+    // Hosts with a BMC are PXE booted by Harmony; the operator reboots the others.
+    let macs: Vec<_> = hosts.iter().map(|b| b.mac).collect();
+    let bmcs = power_on::with_bmc(topology, &macs);
+    let booted = power_on::pxe_boot(topology, &bmcs).await;
+    let lines: Vec<String> = booted.iter().map(|b| b.line.clone()).collect();
+    let failed: Vec<&str> = booted
+        .iter()
+        .filter(|b| !b.ok)
+        .map(|b| b.line.as_str())
+        .collect();
+    if !failed.is_empty() {
+        return Ok(Reboot::Declined(format!(
+            "{} {role} host(s) could not be booted through their BMC: {}; fix the BMC (address, credentials, reachability) and re-run; the other hosts go on",
+            failed.len(),
+            failed.join("; ")
+        )));
+    }
+    let hosts: Vec<&HostBinding> = hosts
+        .into_iter()
+        .filter(|b| !bmcs.iter().any(|x| x.mac == b.mac))
+        .collect();
+    if hosts.is_empty() {
+        return Ok(Reboot::GoOn(lines.join("; ")));
+    }
     for b in &hosts {
         topology
             .record_boot_event(b.mac, BootEvent::RebootRequested)
@@ -62,9 +86,14 @@ pub(super) async fn reboot_step<T: OkdTopology>(
     let list = listed(&hosts);
     let script_dir = format!("{}ipxe/", topology.base_url());
     let op = topology.operator();
+    let by_bmc = if lines.is_empty() {
+        String::new()
+    } else {
+        format!("{}; ", lines.join("; "))
+    };
     if op.assumes_yes() {
         return Ok(Reboot::GoOn(format!(
-            "reboot confirmed with --yes: rebooting is the operator's job: reboot {list} so they PXE boot into the installer (a later run reminds you until each has fetched its script from {script_dir})"
+            "{by_bmc}reboot confirmed with --yes: rebooting is the operator's job: reboot {list} so they PXE boot into the installer (a later run reminds you until each has fetched its script from {script_dir})"
         )));
     }
     let question = if changed {
@@ -84,9 +113,11 @@ pub(super) async fn reboot_step<T: OkdTopology>(
         })
     })?;
     if confirmed {
-        return Ok(Reboot::GoOn("reboot confirmed by the operator".into()));
+        return Ok(Reboot::GoOn(format!(
+            "{by_bmc}reboot confirmed by the operator"
+        )));
     }
     Ok(Reboot::Declined(format!(
-        "reboot declined: the {role} host(s) {list} are reserved and scripted but not rebooted; reboot them (PXE boot first) and re-run: the run asks again until each has fetched its script from {script_dir}; or re-run with --yes when you reboot them yourself"
+        "{by_bmc}reboot declined: the {role} host(s) {list} are reserved and scripted but not rebooted; reboot them (PXE boot first) and re-run: the run asks again until each has fetched its script from {script_dir}; or re-run with --yes when you reboot them yourself"
     )))
 }

@@ -4,6 +4,7 @@ pub mod agent_rbac;
 pub mod apiserver;
 pub mod bench;
 pub mod blackhole;
+pub mod bmc_lab;
 pub mod files;
 pub mod ha;
 pub mod multi_region;

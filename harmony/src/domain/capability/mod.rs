@@ -11,6 +11,7 @@ pub mod k8s_status;
 pub mod load_balancer;
 pub mod postgresql;
 pub mod postgresql_distributed;
+pub mod power;
 pub mod region_admin;
 pub mod role_rule;
 pub mod root_device;
@@ -34,6 +35,7 @@ pub use postgresql_distributed::{
     DistributedCluster, DistributedPostgreSQL, Member, MemberRole, MemberState, ReplicaShape,
     member_name,
 };
+pub use power::{BootOverride, HostBmc, PowerChange, PowerControl, PowerState, PowerTimeouts};
 pub use region_admin::{BootstrapGrant, RegionAdmin, RegionHealth, RegionState, ZoneState};
 pub use sites::MultiSite;
 pub use tenant_admin::{ProjectQuota, ProjectState, TenantAdmin, TenantState};

@@ -8,6 +8,7 @@
 mod discovery;
 mod duplicates;
 mod nodes;
+mod power;
 mod reports;
 mod roles;
 
@@ -24,11 +25,12 @@ use super::dnsmasq::{Dnsmasq, DnsmasqSettings};
 use super::haproxy::{Haproxy, HaproxySettings};
 use super::http_boot::{BootSink, DiscoverySink, HttpBoot};
 use super::inventory_sqlite::SqliteInventory;
+use super::redfish::RedfishPower;
 use crate::domain::capability::{
     BootEvent, CapabilityError, ClusterLayout, DeclaredRole, DhcpHostBinding, DhcpServer,
-    DnsRecord, DnsServer, HaCluster, HeldReport, HostBinding, HostInventory, HttpAccess, HttpFile,
-    HttpServer, LoadBalancer, LoadBalancerService, PxeBootOptions, RoleRule, RootDeviceRule,
-    TftpFile, TftpServer,
+    DnsRecord, DnsServer, HaCluster, HeldReport, HostBinding, HostBmc, HostInventory, HttpAccess,
+    HttpFile, HttpServer, LoadBalancer, LoadBalancerService, PxeBootOptions, RoleRule,
+    RootDeviceRule, TftpFile, TftpServer,
 };
 use crate::domain::capability::{ClusterNodes, NodeStatus, PendingCsr};
 use crate::domain::inventory::{PhysicalHost, RoleAssignment};
@@ -145,6 +147,10 @@ pub struct HAClusterTopology {
     /// `--root-device TARGET=HINTS`.
     root_device_rules: Vec<RootDeviceRule>,
     cluster_nodes: Option<KubeClusterNodes>,
+    /// `--bmc`: hosts powered and PXE booted through their BMCs.
+    bmcs: Vec<HostBmc>,
+    /// The Redfish client, built when there is a `--bmc` (its CA file read at start).
+    power: Option<RedfishPower>,
 }
 
 impl std::fmt::Debug for HAClusterTopology {
@@ -255,6 +261,8 @@ impl HAClusterTopology {
             )?,
             root_device_rules: ctx.root_device.clone(),
             cluster_nodes: None,
+            power: power::client(ctx)?,
+            bmcs: ctx.bmc.clone(),
         })
     }
 
