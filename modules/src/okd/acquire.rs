@@ -246,7 +246,9 @@ pub(super) async fn acquire<T: OkdTopology>(
     let mut asked_held: HashSet<Id> = HashSet::new();
     let op = topology.operator();
     // `--bmc` hosts not yet discovered, PXE booted by Harmony once this run (apply mode).
-    let mut powered: Option<Vec<power_on::Boot>> = None;
+    // When they were, what each BMC did, and whether the silent ones were reset once more.
+    let mut powered: Option<(Instant, Vec<power_on::Boot>, bool)> = None;
+    let mut phase_lines = power_on::PhaseLines::default();
     loop {
         // Reports held for the operator: asked about once each on a terminal.
         let held = topology
@@ -433,12 +435,43 @@ pub(super) async fn acquire<T: OkdTopology>(
                 .filter(|m| !known.contains(m))
                 .collect();
             let bmcs = power_on::with_bmc(topology, &undiscovered);
-            let boots = power_on::pxe_boot(topology, &bmcs).await;
+            let boots = power_on::pxe_boot(topology, &bmcs, false).await;
             for b in &boots {
                 report_progress(format!("discovery: {}", b.line));
             }
-            powered = Some(boots);
+            powered = Some((Instant::now(), boots, false));
             continue;
+        }
+        if let Some((_, boots, _)) = &powered {
+            let macs: Vec<MacAddress> = boots.iter().filter(|b| b.ok).map(|b| b.mac).collect();
+            phase_lines.report(
+                &topology
+                    .timelines(&macs)
+                    .await
+                    .map_err(capability_error("reading boot timelines", changes))?,
+            );
+        }
+        // Half-way through the boot wait, the hosts cycled and still silent are reset once
+        // more, forced.
+        if let Some((at, boots, retried)) = &mut powered
+            && !*retried
+            && at.elapsed() >= power_on::boot_wait(topology) / 2
+        {
+            *retried = true;
+            let known: HashSet<MacAddress> =
+                hosts.iter().flat_map(|h| h.macs.iter().copied()).collect();
+            let quiet: Vec<MacAddress> = boots
+                .iter()
+                .filter(|b| b.ok && !known.contains(&b.mac))
+                .map(|b| b.mac)
+                .collect();
+            let again = power_on::with_bmc(topology, &quiet);
+            for b in power_on::pxe_boot(topology, &again, true).await {
+                report_progress(format!(
+                    "discovery: no report yet: reset once more, forced: {}",
+                    b.line
+                ));
+            }
         }
         if topology.mode() != ExecutionMode::Apply {
             return Err(fail(
@@ -476,20 +509,27 @@ pub(super) async fn acquire<T: OkdTopology>(
         if started.elapsed() >= timeout {
             let known: HashSet<MacAddress> =
                 hosts.iter().flat_map(|h| h.macs.iter().copied()).collect();
+            let quiet: Vec<MacAddress> = powered
+                .iter()
+                .flat_map(|(_, boots, _)| boots)
+                .filter(|b| b.ok && !known.contains(&b.mac))
+                .map(|b| b.mac)
+                .collect();
+            let timelines = topology
+                .timelines(&quiet)
+                .await
+                .map_err(capability_error("reading boot timelines", changes))?;
+            let now = power_on::now_ms();
             let silent: Vec<String> = powered
                 .iter()
-                .flatten()
-                .filter(|b| !known.contains(&b.mac))
-                .map(|b| {
-                    if b.ok {
-                        format!(
-                            "{} was power cycled by its BMC and sent no discovery report: check its boot order (this BMC may ignore one-time boot overrides) and its cabling to the provisioning network",
-                            b.mac
-                        )
-                    } else {
-                        b.line.clone()
-                    }
-                })
+                .flat_map(|(_, boots, _)| boots)
+                .filter(|b| !b.ok)
+                .map(|b| b.line.clone())
+                .chain(
+                    timelines
+                        .iter()
+                        .map(|t| power_on::stuck(t, now, power_on::Evidence::DiscoveryReport)),
+                )
                 .collect();
             let bmc_note = if silent.is_empty() {
                 String::new()

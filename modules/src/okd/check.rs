@@ -242,12 +242,24 @@ impl<T: OkdTopology> Interpret<T> for OkdInstallationReportScore {
                 lines.push(line);
             }
         }
+        // Where every bound host's time went, boot by boot (phases Harmony saw).
+        let macs: Vec<_> = bindings.iter().map(|b| b.mac).collect();
+        let timelines = topology
+            .timelines(&macs)
+            .await
+            .map_err(err("reading boot timelines"))?;
+        lines.extend(
+            timelines
+                .iter()
+                .filter(|t| !t.boots.is_empty())
+                .map(|t| format!("timeline {}", t.line())),
+        );
         let mut o = Outcome::noop(format!(
             "{} of {} logical host(s) bound",
             bindings.len(),
             1 + layout.control_plane.len() + layout.workers.len()
         ));
         o.details = lines;
-        Ok(o)
+        Ok(o.with_data(serde_json::json!({ "timeline": timelines })))
     }
 }

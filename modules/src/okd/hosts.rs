@@ -57,6 +57,7 @@ impl<T: OkdTopology> Score<T> for OkdHostsScore {
             && !topology.layout().hosts_for(self.role).is_empty()
             && !op.assumes_yes()
             && !op.can_prompt()
+            && topology.host_bmcs().is_empty()
         {
             return Err(ValidationError::new(
                 "--yes",
@@ -64,7 +65,7 @@ impl<T: OkdTopology> Score<T> for OkdHostsScore {
                     "the {} phase asks the operator to reboot the hosts it sets up, and there is no terminal to ask on",
                     self.role
                 ),
-                "re-run with --yes (you reboot the listed hosts yourself), or run on a terminal",
+                "re-run with --yes (you reboot the listed hosts yourself), give their BMCs with --bmc (Harmony boots them), or run on a terminal",
             ));
         }
         Ok(())
@@ -226,8 +227,25 @@ impl<T: OkdTopology> Interpret<T> for OkdHostsScore {
                 topology.mode()
             ));
         }
+        // Where each host's boots went so far (apply mode: render and plan boot nothing).
+        let mut data = None;
+        if topology.mode() == ExecutionMode::Apply {
+            let macs: Vec<_> = planned.iter().map(|b| b.mac).collect();
+            let timelines = topology
+                .timelines(&macs)
+                .await
+                .map_err(capability_error("reading boot timelines", &changes))?;
+            details.extend(
+                timelines
+                    .iter()
+                    .filter(|t| !t.boots.is_empty())
+                    .map(|t| format!("timeline {}", t.line())),
+            );
+            data = Some(serde_json::json!({ "timeline": timelines }));
+        }
         let mut outcome = Outcome::from_changes(changes);
         outcome.details = details;
+        outcome.data = data;
         Ok(outcome)
     }
 }

@@ -5,7 +5,9 @@ use async_trait::async_trait;
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use harmony::domain::capability::{BootEvent, CapabilityError, ClusterNodes, NodeReadiness};
+use harmony::domain::capability::{
+    BootEvent, BootPhase, CapabilityError, ClusterNodes, NodeReadiness,
+};
 use harmony::domain::interpret::{Interpret, InterpretName};
 use harmony::domain::inventory::HostRole;
 use harmony::domain::{
@@ -134,6 +136,7 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
         }
         let names = NodeNames::new(layout, bound.iter().map(String::as_str));
         let mut proven: HashSet<MacAddress> = HashSet::new();
+        let mut ready_seen: HashSet<MacAddress> = HashSet::new();
         let cluster = topology.cluster_description();
         let mut changes: Vec<ObjectChange> = Vec::new();
         let mut approved: Vec<String> = Vec::new();
@@ -213,6 +216,31 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
                 })
                 .map(|b| b.mac)
                 .collect();
+            // The boot timeline: when this phase first saw each Node, then each Ready.
+            let now = super::power_on::now_ms();
+            for mac in &registered {
+                topology
+                    .record_boot_phase(*mac, BootPhase::NodeRegistered, now)
+                    .await
+                    .map_err(capability_error("recording boot timelines", &changes))?;
+            }
+            let newly_ready: Vec<MacAddress> = bindings
+                .iter()
+                .filter(|b| b.role == self.role && !ready_seen.contains(&b.mac))
+                .filter(|b| {
+                    statuses
+                        .get(b.logical.as_str())
+                        .is_some_and(|n| n.is_some_and(|n| n.readiness == NodeReadiness::Ready))
+                })
+                .map(|b| b.mac)
+                .collect();
+            for mac in newly_ready {
+                topology
+                    .record_boot_phase(mac, BootPhase::NodeReady, now)
+                    .await
+                    .map_err(capability_error("recording boot timelines", &changes))?;
+                ready_seen.insert(mac);
+            }
             if !registered.is_empty() {
                 let waiting = topology
                     .awaiting_boot(&registered)
@@ -232,6 +260,15 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
                 .count();
             let left_set: BTreeSet<String> = left.into_iter().collect();
             if ready == bound.len() {
+                let macs: Vec<MacAddress> = bindings
+                    .iter()
+                    .filter(|b| b.role == self.role)
+                    .map(|b| b.mac)
+                    .collect();
+                let timelines = topology
+                    .timelines(&macs)
+                    .await
+                    .map_err(capability_error("reading boot timelines", &changes))?;
                 let mut outcome = Outcome::from_changes(changes);
                 outcome.message = format!(
                     "{ready} of {} {} node(s) Ready; {} CSR(s) approved",
@@ -244,7 +281,9 @@ impl<T: OkdTopology + ClusterNodes> Interpret<T> for OkdNodesScore {
                     .map(|(l, n)| describe_node(l, *n))
                     .chain(approved)
                     .chain(left_set.iter().map(|l| format!("left pending: {l}")))
+                    .chain(timelines.iter().map(|t| format!("timeline {}", t.line())))
                     .collect();
+                outcome = outcome.with_data(serde_json::json!({ "timeline": timelines }));
                 let unbound = layout.hosts_for(self.role).len() - bound.len();
                 if unbound > 0 {
                     outcome

@@ -5,10 +5,11 @@
 
 use harmony::domain::InterpretError;
 use harmony::domain::ObjectChange;
-use harmony::domain::capability::{BootEvent, CapabilityError, HostBinding};
+use harmony::domain::capability::{BootEvent, BootPhase, CapabilityError, HostBinding};
 use harmony::domain::inventory::HostRole;
 
-use super::{OkdTopology, capability_error, power_on};
+use super::power_on::{self, Evidence};
+use super::{OkdTopology, capability_error};
 
 /// How the reboot step ended.
 pub(super) enum Reboot {
@@ -56,44 +57,77 @@ pub(super) async fn reboot_step<T: OkdTopology>(
     // Hosts with a BMC are PXE booted by Harmony; the operator reboots the others.
     let macs: Vec<_> = hosts.iter().map(|b| b.mac).collect();
     let bmcs = power_on::with_bmc(topology, &macs);
-    let booted = power_on::pxe_boot(topology, &bmcs).await;
+    let booted = power_on::pxe_boot(topology, &bmcs, false).await;
     let lines: Vec<String> = booted.iter().map(|b| b.line.clone()).collect();
-    let failed: Vec<&str> = booted
+    let mut failures: Vec<String> = booted
         .iter()
         .filter(|b| !b.ok)
-        .map(|b| b.line.as_str())
+        .map(|b| b.line.clone())
         .collect();
-    if !failed.is_empty() {
-        return Ok(Reboot::Declined(format!(
-            "{} {role} host(s) could not be booted through their BMC: {}; fix the BMC (address, credentials, reachability) and re-run; the other hosts go on",
-            failed.len(),
-            failed.join("; ")
-        )));
-    }
-    let hosts: Vec<&HostBinding> = hosts
+    let manual: Vec<&HostBinding> = hosts
         .into_iter()
         .filter(|b| !bmcs.iter().any(|x| x.mac == b.mac))
         .collect();
-    if hosts.is_empty() {
-        return Ok(Reboot::GoOn(lines.join("; ")));
+    let asked = if manual.is_empty() {
+        None
+    } else {
+        Some(ask_operator(role, &manual, changed, topology, changes).await?)
+    };
+    // Then the evidence of the hands-free boots: each cycled host fetches its own script.
+    let cycled: Vec<_> = bmcs
+        .iter()
+        .filter(|b| booted.iter().any(|x| x.mac == b.mac && x.ok))
+        .cloned()
+        .collect();
+    if !cycled.is_empty() {
+        let wait = power_on::boot_wait(topology);
+        failures.extend(
+            power_on::await_boots(topology, &cycled, Evidence::OwnScript, wait)
+                .await
+                .map_err(capability_error("waiting for the hosts to boot", changes))?,
+        );
     }
-    for b in &hosts {
+    if !failures.is_empty() {
+        return Ok(Reboot::Declined(format!(
+            "{} {role} host(s) did not boot hands-free: {}; fix what each line says and re-run (the hosts that booted are not booted again)",
+            failures.len(),
+            failures.join("; ")
+        )));
+    }
+    Ok(match asked {
+        None => Reboot::GoOn(lines.join("; ")),
+        Some(Reboot::GoOn(text)) if !lines.is_empty() => {
+            Reboot::GoOn(format!("{}; {text}", lines.join("; ")))
+        }
+        Some(other) => other,
+    })
+}
+
+/// Asks the operator to reboot `hosts` (hosts without a BMC), recording each request.
+async fn ask_operator<T: OkdTopology>(
+    role: HostRole,
+    hosts: &[&HostBinding],
+    changed: bool,
+    topology: &T,
+    changes: &[ObjectChange],
+) -> Result<Reboot, InterpretError> {
+    let now = power_on::now_ms();
+    for b in hosts {
         topology
             .record_boot_event(b.mac, BootEvent::RebootRequested)
             .await
             .map_err(capability_error("recording the reboot request", changes))?;
+        topology
+            .record_boot_phase(b.mac, BootPhase::PowerOnRequested, now)
+            .await
+            .map_err(capability_error("recording the reboot request", changes))?;
     }
-    let list = listed(&hosts);
+    let list = listed(hosts);
     let script_dir = format!("{}ipxe/", topology.base_url());
     let op = topology.operator();
-    let by_bmc = if lines.is_empty() {
-        String::new()
-    } else {
-        format!("{}; ", lines.join("; "))
-    };
     if op.assumes_yes() {
         return Ok(Reboot::GoOn(format!(
-            "{by_bmc}reboot confirmed with --yes: rebooting is the operator's job: reboot {list} so they PXE boot into the installer (a later run reminds you until each has fetched its script from {script_dir})"
+            "reboot confirmed with --yes: rebooting is the operator's job: reboot {list} so they PXE boot into the installer (a later run reminds you until each has fetched its script from {script_dir})"
         )));
     }
     let question = if changed {
@@ -113,11 +147,9 @@ pub(super) async fn reboot_step<T: OkdTopology>(
         })
     })?;
     if confirmed {
-        return Ok(Reboot::GoOn(format!(
-            "{by_bmc}reboot confirmed by the operator"
-        )));
+        return Ok(Reboot::GoOn("reboot confirmed by the operator".into()));
     }
     Ok(Reboot::Declined(format!(
-        "{by_bmc}reboot declined: the {role} host(s) {list} are reserved and scripted but not rebooted; reboot them (PXE boot first) and re-run: the run asks again until each has fetched its script from {script_dir}; or re-run with --yes when you reboot them yourself"
+        "reboot declined: the {role} host(s) {list} are reserved and scripted but not rebooted; reboot them (PXE boot first) and re-run: the run asks again until each has fetched its script from {script_dir}; or re-run with --yes when you reboot them yourself"
     )))
 }

@@ -15,7 +15,36 @@ use harmony_types::{BmcAddress, BmcCredentialsSource, MacAddress};
 
 const PASSWORD: &str = "Redfish-s3cret-42";
 
+/// Every log record of this test binary, at every level (reqwest's, hyper's and rustls' too).
+static LOGGED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+struct Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record) {
+        LOGGED.lock().unwrap().push(format!(
+            "{} {}: {}",
+            record.level(),
+            record.target(),
+            record.args()
+        ));
+    }
+    fn flush(&self) {}
+}
+
+fn capture_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        log::set_boxed_logger(Box::new(Capture)).unwrap();
+        log::set_max_level(log::LevelFilter::Trace);
+    });
+}
+
 fn lab(vms: usize) -> BmcLab {
+    capture_logs();
     available().unwrap_or_else(|e| panic!("{e}"));
     let options = BmcLabOptions {
         password: PASSWORD.into(),
@@ -180,4 +209,20 @@ async fn wrong_credentials_and_a_silent_bmc_fail_their_host_alone_never_showing_
         "{text}"
     );
     assert!(!text.contains(PASSWORD), "{text}");
+
+    // Nothing logged at any level holds a password, plain or as the basic-auth header.
+    use base64::Engine;
+    let logged = LOGGED.lock().unwrap().clone();
+    assert!(
+        logged.iter().any(|l| l.contains("ResetType On")),
+        "the adapter's own lines were captured: {logged:?}"
+    );
+    for secret in [
+        PASSWORD.to_string(),
+        "not-the-Redfish-password".to_string(),
+        base64::engine::general_purpose::STANDARD.encode(format!("admin:{PASSWORD}")),
+    ] {
+        let hits: Vec<&String> = logged.iter().filter(|l| l.contains(&secret)).collect();
+        assert!(hits.is_empty(), "logged: {hits:?}");
+    }
 }

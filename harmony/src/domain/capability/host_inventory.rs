@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use harmony_types::{HostName, Id, MacAddress};
 
 use super::CapabilityError;
+use super::timeline::{BootPhase, HostTimeline};
 use crate::domain::inventory::{HostRole, PhysicalHost, RoleAssignment};
 use crate::domain::outcome::ObjectChange;
 
@@ -86,6 +87,18 @@ pub trait HostInventory: Send + Sync {
         mac: MacAddress,
         event: BootEvent,
     ) -> Result<(), CapabilityError>;
+
+    /// Records that the host booting from `mac` reached `phase` at `at_ms` (milliseconds since
+    /// the Unix epoch): its boot timeline.
+    async fn record_boot_phase(
+        &self,
+        mac: MacAddress,
+        phase: BootPhase,
+        at_ms: i64,
+    ) -> Result<(), CapabilityError>;
+
+    /// The boot timeline of each host of `macs`, in `macs`' order.
+    async fn timelines(&self, macs: &[MacAddress]) -> Result<Vec<HostTimeline>, CapabilityError>;
 
     /// The MACs among `macs` whose host was asked to reboot and has not been seen booting since.
     async fn awaiting_boot(&self, macs: &[MacAddress]) -> Result<Vec<MacAddress>, CapabilityError>;

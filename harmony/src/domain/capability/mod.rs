@@ -18,6 +18,7 @@ pub mod root_device;
 pub mod sites;
 pub mod tenant_admin;
 pub mod tftp;
+pub mod timeline;
 
 pub use k8s::{
     ApplyFailure, ApplyOptions, K8sClient, K8sObject, ObjectRef, WaitCondition, WaitOutcome,
@@ -54,6 +55,7 @@ pub use root_device::{
     OKD_MIN_INSTALL_DISK_BYTES, RootDeviceHints, RootDeviceRule, RootDeviceTarget,
 };
 pub use tftp::{TftpFile, TftpServer};
+pub use timeline::{BootPhase, BootTimeline, HostTimeline, PhaseAt};
 
 use std::time::Duration;
 

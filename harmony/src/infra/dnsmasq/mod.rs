@@ -62,6 +62,17 @@ pub struct DnsmasqSettings {
 /// How long a lease from the discovery range lasts: long enough to boot the discovery image and
 /// report, short enough that the range is free again soon after.
 pub const DISCOVERY_LEASE: &str = "10m";
+/// [`DISCOVERY_LEASE`] in seconds: a discovery lease began this long before its expiry.
+pub const DISCOVERY_LEASE_SECS: i64 = 600;
+/// How long a reserved host's lease lasts (`dhcp-range=...,static,...,1h`), in seconds.
+pub const RESERVED_LEASE_SECS: i64 = 3600;
+
+impl Dnsmasq {
+    /// The discovery range, if unknown MACs get leases.
+    pub fn discovery_range(&self) -> Option<(IpAddress, IpAddress)> {
+        self.settings.discovery_range
+    }
+}
 
 /// The dnsmasq backend of the DHCP, TFTP and DNS capabilities.
 #[derive(Debug)]

@@ -111,6 +111,16 @@ fn unknown_macs_get_a_discovery_lease_or_nothing() {
     );
     assert!(conf.contains("\ndhcp-range=10.10.0.0,static,"), "{conf}");
     assert!(!conf.contains("dhcp-ignore"), "{conf}");
+    // The boot timeline reads a lease's start as its expiry less these durations.
+    assert_eq!(
+        (super::DISCOVERY_LEASE, super::DISCOVERY_LEASE_SECS),
+        ("10m", 600)
+    );
+    assert!(
+        conf.contains("\ndhcp-range=10.10.0.0,static,255.255.255.0,1h\n")
+            && super::RESERVED_LEASE_SECS == 3600,
+        "{conf}"
+    );
     let without = render_files(
         &DnsmasqSettings {
             discovery_range: None,

@@ -18,8 +18,8 @@ use crate::domain::{ChangeAction, ObjectChange};
 
 pub use scripts::{ScriptTable, TABLE_FILE as SCRIPT_TABLE_FILE, script_name};
 pub use server::{
-    BootServerConfig, BootSink, DiscoverySink, HttpBootServer, IMAGE_PREFIX, ReportOutcome,
-    ReportRefused, parse_access_line,
+    BootFetch, BootServerConfig, BootSink, DiscoverySink, HttpBootServer, IMAGE_PREFIX,
+    ReportOutcome, ReportRefused, parse_access_line,
 };
 
 /// The HTTP boot backend: files under `<dir>/www`, requests logged to `<dir>/access.log`.
@@ -82,8 +82,8 @@ impl HttpBoot {
         self.serve_on_with_boots(listener, discovery, None)
     }
 
-    /// Like [`HttpBoot::serve_on`], also telling `boots` the MAC of each host that fetches its
-    /// per-MAC iPXE script (`GET /ipxe/<mac>.ipxe`, answered 200).
+    /// Like [`HttpBoot::serve_on`], also telling `boots` of each boot file fetched
+    /// ([`BootFetch`]: iPXE scripts, kernels, initrds, ignitions, answered 200).
     pub fn serve_on_with_boots(
         &self,
         listener: std::net::TcpListener,

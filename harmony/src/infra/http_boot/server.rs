@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
 use super::scripts::{ScriptCache, ScriptTable, script_name};
-use crate::domain::capability::HttpAccess;
+use crate::domain::capability::{BootPhase, HttpAccess};
 use harmony_types::{DiscoveryReport, MacAddress};
 
 /// What became of a discovery report the sink took.
@@ -40,8 +40,44 @@ pub enum ReportRefused {
 pub type DiscoverySink =
     Arc<dyn Fn(IpAddr, DiscoveryReport) -> Result<ReportOutcome, ReportRefused> + Send + Sync>;
 
-/// Told the MAC of each host that fetched its per-MAC iPXE script (`GET /ipxe/<mac>.ipxe`).
-pub type BootSink = Arc<dyn Fn(MacAddress) + Send + Sync>;
+/// A boot file a host fetched (answered 200 to a GET): what it says of the host's boot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BootFetch {
+    /// The address it came from.
+    pub client: IpAddr,
+    /// The host's MAC when the path names it (`/ipxe/<mac>.ipxe`, its own script).
+    pub mac: Option<MacAddress>,
+    /// The boot phase the fetch shows: an iPXE script, a kernel, an initrd or an ignition.
+    pub phase: BootPhase,
+}
+
+impl BootFetch {
+    /// The fetch of `path` by `client`, when it is a boot file: `*.ipxe` scripts, kernels
+    /// (`vmlinuz*`, `*kernel*`), initrds (`initrd*`, `*initramfs*`) and `*.ign` ignitions.
+    pub fn of(client: IpAddr, path: &str) -> Option<Self> {
+        let name = path.rsplit('/').next().unwrap_or_default();
+        let mac = path
+            .strip_prefix("/ipxe/")
+            .and_then(|f| f.strip_suffix(".ipxe"))
+            .and_then(|m| MacAddress::parse(m).ok());
+        let phase = if name.ends_with(".ipxe") {
+            BootPhase::ScriptFetched
+        } else if name.ends_with(".ign") {
+            BootPhase::IgnitionFetched
+        } else if name.starts_with("vmlinuz") || name.contains("kernel") {
+            BootPhase::KernelFetched
+        } else if name.starts_with("initrd") || name.contains("initramfs") {
+            BootPhase::InitrdFetched
+        } else {
+            return None;
+        };
+        Some(Self { client, mac, phase })
+    }
+}
+
+/// Told of each boot file fetched ([`BootFetch`]): per-MAC scripts are the evidence that a
+/// requested reboot happened; every fetch is a step of the host's boot timeline.
+pub type BootSink = Arc<dyn Fn(BootFetch) + Send + Sync>;
 
 type Body = UnsyncBoxBody<Bytes, std::io::Error>;
 
@@ -185,7 +221,8 @@ impl Drop for HttpBootServer {
     }
 }
 
-/// Parses one access-log line (`CLIENT METHOD PATH STATUS`).
+/// Parses one access-log line (`CLIENT METHOD PATH STATUS [AT_MS]`; the time, in milliseconds
+/// since the Unix epoch, is written since the boot timeline and read by whoever needs it).
 pub fn parse_access_line(line: &str) -> Option<HttpAccess> {
     let mut parts = line.split_whitespace();
     Some(HttpAccess {
@@ -244,32 +281,39 @@ async fn handle(shared: &Shared, client: SocketAddr, req: Request<Incoming>) -> 
     {
         let _ = writeln!(
             f,
-            "{} {} {} {}",
-            access.client, access.method, access.path, access.status
+            "{} {} {} {} {}",
+            access.client,
+            access.method,
+            access.path,
+            access.status,
+            now_ms()
         );
         let _ = f.flush();
     }
-    note_script_fetch(shared, &access);
+    note_boot_fetch(shared, client.ip(), &access);
     if let Ok(mut a) = shared.accesses.lock() {
         a.push(access);
     }
     response
 }
 
-/// A host that fetched its own per-MAC script has booted: tell the boot sink which one.
-fn note_script_fetch(shared: &Shared, access: &HttpAccess) {
+/// A boot file fetched: tell the boot sink.
+fn note_boot_fetch(shared: &Shared, client: IpAddr, access: &HttpAccess) {
     let Some(sink) = &shared.boots else { return };
     if access.method != "GET" || access.status != 200 {
         return;
     }
-    let mac = access
-        .path
-        .strip_prefix("/ipxe/")
-        .and_then(|f| f.strip_suffix(".ipxe"))
-        .and_then(|m| MacAddress::parse(m).ok());
-    if let Some(mac) = mac {
-        sink(mac);
+    if let Some(fetch) = BootFetch::of(client, &access.path) {
+        sink(fetch);
     }
+}
+
+/// Now, in milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 /// The scripts-table entry a request path names, if it names one.

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use harmony_types::MacAddress;
 
 use super::SqliteInventory;
-use crate::domain::capability::{BootEvent, CapabilityError};
+use crate::domain::capability::{BootEvent, BootPhase, CapabilityError, HostTimeline, PhaseAt};
 
 /// One row per event, in the order they happened: `seq` orders them even when the clock
 /// steps back or two events share a millisecond.
@@ -30,7 +30,8 @@ fn event_text(e: BootEvent) -> &'static str {
     }
 }
 
-fn now_ms() -> i64 {
+/// Now, in milliseconds since the Unix epoch (the inventory's clock for boot events).
+pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -49,6 +50,50 @@ impl SqliteInventory {
                 .and_then(|mut s| s.execute(params![mac.to_string(), event_text(event), now_ms()]))
                 .map(|_| ())
                 .map_err(|e| self.err(e))
+        })
+    }
+
+    /// Records that the host booting from `mac` reached `phase` at `at_ms`.
+    pub fn record_boot_phase_sync(
+        &self,
+        mac: MacAddress,
+        phase: BootPhase,
+        at_ms: i64,
+    ) -> Result<(), CapabilityError> {
+        self.with(|c| {
+            c.prepare_cached("INSERT INTO boot_events (mac, event, at_ms) VALUES (?1, ?2, ?3)")
+                .and_then(|mut s| s.execute(params![mac.to_string(), phase.as_str(), at_ms]))
+                .map(|_| ())
+                .map_err(|e| self.err(e))
+        })
+    }
+
+    /// The boot timeline of each host of `macs`, from its recorded phases.
+    pub fn timelines_sync(
+        &self,
+        macs: &[MacAddress],
+    ) -> Result<Vec<HostTimeline>, CapabilityError> {
+        self.with(|c| {
+            let mut stmt = c
+                .prepare_cached("SELECT event, at_ms FROM boot_events WHERE mac = ?1 ORDER BY seq")
+                .map_err(|e| self.err(e))?;
+            let mut out = Vec::with_capacity(macs.len());
+            for mac in macs {
+                let rows = stmt
+                    .query_map(params![mac.to_string()], |r| {
+                        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+                    })
+                    .map_err(|e| self.err(e))?;
+                let mut events = Vec::new();
+                for row in rows {
+                    let (event, at_ms) = row.map_err(|e| self.err(e))?;
+                    if let Some(phase) = BootPhase::parse(&event) {
+                        events.push(PhaseAt { phase, at_ms });
+                    }
+                }
+                out.push(HostTimeline::from_events(*mac, events));
+            }
+            Ok(out)
         })
     }
 

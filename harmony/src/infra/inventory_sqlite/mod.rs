@@ -8,6 +8,7 @@
 mod boots;
 mod held;
 
+pub use boots::now_ms;
 pub use held::identity_change;
 
 use async_trait::async_trait;
@@ -18,7 +19,7 @@ use std::sync::Mutex;
 use harmony_types::{HostName, Id, MacAddress};
 
 use crate::domain::capability::{
-    BootEvent, CapabilityError, HeldReport, HostBinding, HostInventory,
+    BootEvent, BootPhase, CapabilityError, HeldReport, HostBinding, HostInventory, HostTimeline,
 };
 use crate::domain::inventory::{Disk, HostRole, PhysicalHost, RoleAssignment};
 use crate::domain::{ChangeAction, ObjectChange};
@@ -431,6 +432,19 @@ impl HostInventory for SqliteInventory {
         event: BootEvent,
     ) -> Result<(), CapabilityError> {
         self.record_boot_event_sync(mac, event)
+    }
+
+    async fn record_boot_phase(
+        &self,
+        mac: MacAddress,
+        phase: BootPhase,
+        at_ms: i64,
+    ) -> Result<(), CapabilityError> {
+        self.record_boot_phase_sync(mac, phase, at_ms)
+    }
+
+    async fn timelines(&self, macs: &[MacAddress]) -> Result<Vec<HostTimeline>, CapabilityError> {
+        self.timelines_sync(macs)
     }
 
     async fn awaiting_boot(&self, macs: &[MacAddress]) -> Result<Vec<MacAddress>, CapabilityError> {

@@ -11,6 +11,7 @@ mod nodes;
 mod power;
 mod reports;
 mod roles;
+mod timeline;
 
 use async_trait::async_trait;
 use std::net::SocketAddr;
@@ -27,10 +28,10 @@ use super::http_boot::{BootSink, DiscoverySink, HttpBoot};
 use super::inventory_sqlite::SqliteInventory;
 use super::redfish::RedfishPower;
 use crate::domain::capability::{
-    BootEvent, CapabilityError, ClusterLayout, DeclaredRole, DhcpHostBinding, DhcpServer,
-    DnsRecord, DnsServer, HaCluster, HeldReport, HostBinding, HostBmc, HostInventory, HttpAccess,
-    HttpFile, HttpServer, LoadBalancer, LoadBalancerService, PxeBootOptions, RoleRule,
-    RootDeviceRule, TftpFile, TftpServer,
+    BootEvent, BootPhase, CapabilityError, ClusterLayout, DeclaredRole, DhcpHostBinding,
+    DhcpServer, DnsRecord, DnsServer, HaCluster, HeldReport, HostBinding, HostBmc, HostInventory,
+    HostTimeline, HttpAccess, HttpFile, HttpServer, LoadBalancer, LoadBalancerService,
+    PxeBootOptions, RoleRule, RootDeviceRule, TftpFile, TftpServer,
 };
 use crate::domain::capability::{ClusterNodes, NodeStatus, PendingCsr};
 use crate::domain::inventory::{PhysicalHost, RoleAssignment};
@@ -44,7 +45,7 @@ pub use discovery::{
     DEFAULT_DISCOVERY_ADDRESSES, DISCOVERY_IMAGE_FILES, check_discovery_image, discovery_range,
 };
 pub use nodes::{APPROVAL_REASON, KubeClusterNodes, RequestedSubject, requested_subject};
-pub use roles::parse_roles_file;
+pub use roles::{parse_roles_file, parse_roles_file_bmcs};
 
 /// How long a role phase waits for hosts to be discovered unless told otherwise.
 pub const DEFAULT_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -200,6 +201,11 @@ impl HAClusterTopology {
             Some(path) => parse_roles_file(path, &layout)?,
             None => Vec::new(),
         };
+        // `--bmc` and the roles file's `[[bmc]]` entries, checked together.
+        let mut bmcs = ctx.bmc.clone();
+        if let Some(path) = &ctx.roles {
+            bmcs.extend(parse_roles_file_bmcs(path)?);
+        }
         let layout_for_rules = layout.clone();
         let declared_for_rules = declared.clone();
         let http_url = Url::parse(&format!(
@@ -261,8 +267,8 @@ impl HAClusterTopology {
             )?,
             root_device_rules: ctx.root_device.clone(),
             cluster_nodes: None,
-            power: power::client(ctx)?,
-            bmcs: ctx.bmc.clone(),
+            power: power::client(ctx, &bmcs)?,
+            bmcs,
         })
     }
 
@@ -326,14 +332,10 @@ impl HAClusterTopology {
     }
 
     /// A sink for the HTTP boot server that records, in the inventory, each host seen
-    /// fetching its per-MAC iPXE script: the evidence that a requested reboot happened.
+    /// fetching its per-MAC iPXE script (the evidence that a requested reboot happened) and
+    /// every boot file each host fetches (its boot timeline).
     pub fn boot_sink(&self) -> BootSink {
-        let inventory = self.inventory.clone();
-        Arc::new(move |mac| {
-            if let Err(e) = inventory.record_boot_event_sync(mac, BootEvent::Booted) {
-                log::warn!("http boot: cannot record that {mac} booted: {e}");
-            }
-        })
+        timeline::boot_sink(self.inventory.clone(), self.dnsmasq.lease_file())
     }
 
     /// Serves HTTP boot and discovery on an already bound listener (e.g. one opened inside a
@@ -615,6 +617,22 @@ impl HostInventory for HAClusterTopology {
         event: BootEvent,
     ) -> Result<(), CapabilityError> {
         self.inventory.record_boot_event(mac, event).await
+    }
+
+    async fn record_boot_phase(
+        &self,
+        mac: harmony_types::MacAddress,
+        phase: BootPhase,
+        at_ms: i64,
+    ) -> Result<(), CapabilityError> {
+        self.inventory.record_boot_phase_sync(mac, phase, at_ms)
+    }
+
+    async fn timelines(
+        &self,
+        macs: &[harmony_types::MacAddress],
+    ) -> Result<Vec<HostTimeline>, CapabilityError> {
+        self.timelines_now(macs)
     }
 
     async fn awaiting_boot(

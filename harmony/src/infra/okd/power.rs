@@ -9,13 +9,16 @@ use crate::domain::capability::{
 use crate::domain::{RunContext, ValidationError};
 use crate::infra::redfish::{RedfishPower, RedfishSettings};
 
-/// The Redfish client for the run's `--bmc` hosts (none without one), after checking them:
-/// one BMC per host, one host per BMC system, a readable CA file.
-pub(super) fn client(ctx: &RunContext) -> Result<Option<RedfishPower>, HaClusterError> {
-    if ctx.bmc.is_empty() {
+/// The Redfish client for the run's BMC hosts (`--bmc` and the roles file's; none without
+/// one), after checking them: one BMC per host, one host per BMC system, a readable CA file.
+pub(super) fn client(
+    ctx: &RunContext,
+    bmcs: &[HostBmc],
+) -> Result<Option<RedfishPower>, HaClusterError> {
+    if bmcs.is_empty() {
         return Ok(None);
     }
-    HostBmc::check_unique(&ctx.bmc)
+    HostBmc::check_unique(bmcs)
         .map_err(|e| ValidationError::new("--bmc", e, "give each host one BMC system"))?;
     let settings = RedfishSettings {
         ca_file: ctx.bmc_ca_file.clone(),

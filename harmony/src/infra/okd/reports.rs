@@ -10,8 +10,8 @@ use harmony_types::DiscoveryReport;
 
 use super::super::dnsmasq::read_leases;
 use super::super::http_boot::{ReportOutcome, ReportRefused};
-use super::super::inventory_sqlite::{SqliteInventory, identity_change};
-use crate::domain::capability::BootEvent;
+use super::super::inventory_sqlite::{SqliteInventory, identity_change, now_ms};
+use crate::domain::capability::{BootEvent, BootPhase};
 
 /// Takes `report`, sent from `client`: refused unless `lease_file` (dnsmasq's) holds a lease
 /// of `client` to one of its MACs; held when it would change what the inventory knows of a
@@ -33,6 +33,15 @@ pub(super) fn take_report(
              from the address Harmony's dnsmasq leased to the machine (boot it into discovery \
              through PXE)"
         )));
+    }
+    // The boot MAC is the one leased to the sender: its timeline reached discovery.
+    if let Some(lease) = leases
+        .iter()
+        .find(|l| IpAddr::V4(l.ip.addr()) == client && report.host.macs.contains(&l.mac))
+        && let Err(e) =
+            inventory.record_boot_phase_sync(lease.mac, BootPhase::DiscoveryReported, now_ms())
+    {
+        log::warn!("discovery: cannot record the report of {}: {e}", lease.mac);
     }
     let host = report.into_host();
     let known = inventory

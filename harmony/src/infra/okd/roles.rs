@@ -5,16 +5,23 @@
 //! mac = "52:54:00:00:00:21"   # or: id = "host-id-from-discovery"
 //! role = "worker"             # bootstrap | control-plane | worker
 //! logical = "worker0"         # optional: the logical host to bind it to
+//!
+//! [[bmc]]                     # optional: a host Harmony powers and PXE boots (as --bmc)
+//! mac = "52:54:00:00:00:21"   # its boot MAC
+//! address = "redfish://10.0.0.5/redfish/v1/Systems/1"
+//! credentials = "env:BMC_R14" # or file:PATH; holds USER:PASSWORD, never written here
 //! ```
 
 use serde::Deserialize;
 use std::path::Path;
 
-use harmony_types::{HostName, Id, MacAddress};
+use harmony_types::{BmcAddress, BmcCredentialsSource, HostName, Id, MacAddress};
 
 use super::HaClusterError;
 use crate::domain::ValidationError;
-use crate::domain::capability::{ClusterLayout, DeclaredRole, HostMatch, HostSelector, RoleRule};
+use crate::domain::capability::{
+    ClusterLayout, DeclaredRole, HostBmc, HostMatch, HostSelector, RoleRule,
+};
 use crate::domain::inventory::HostRole;
 
 #[derive(Deserialize)]
@@ -22,6 +29,44 @@ use crate::domain::inventory::HostRole;
 struct File {
     #[serde(default)]
     host: Vec<Entry>,
+    #[serde(default)]
+    bmc: Vec<BmcEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BmcEntry {
+    mac: MacAddress,
+    address: String,
+    credentials: String,
+}
+
+/// The `[[bmc]]` entries of a roles file (the same checks as `--bmc`).
+pub fn parse_roles_file_bmcs(path: &Path) -> Result<Vec<HostBmc>, HaClusterError> {
+    let err = |problem: String| HaClusterError::Roles {
+        path: path.display().to_string(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(format!("{e}; pass an existing file to --roles")))?;
+    let file: File = toml::from_str(&text).map_err(|e| {
+        err(format!(
+            "{e}; each [[bmc]] needs `mac`, `address` (redfish://...) and `credentials` (env:VAR or file:PATH)"
+        ))
+    })?;
+    file.bmc
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            Ok(HostBmc {
+                mac: e.mac,
+                address: BmcAddress::parse(&e.address)
+                    .map_err(|x| err(format!("bmc[{i}]: {x}")))?,
+                credentials: BmcCredentialsSource::parse(&e.credentials)
+                    .map_err(|x| err(format!("bmc[{i}]: {x}")))?,
+            })
+        })
+        .collect()
 }
 
 #[derive(Deserialize)]

@@ -2,7 +2,7 @@ use harmony_types::{Dns1123Label, HostName, Id, IpAddress, Ipv4Cidr, MacAddress}
 
 use super::*;
 use crate::domain::capability::LogicalHost;
-use crate::infra::http_boot::{ReportOutcome, ReportRefused};
+use crate::infra::http_boot::{BootFetch, ReportOutcome, ReportRefused};
 
 fn layout() -> ClusterLayout {
     let host = |n: &str, ip: &str| {
@@ -59,8 +59,72 @@ async fn a_discovery_report_or_a_script_fetch_proves_a_requested_reboot_happened
         .await
         .unwrap();
     assert_eq!(t.awaiting_boot(&[mac]).await.unwrap(), vec![mac]);
-    (t.boot_sink())(mac);
+    let fetch = |path: &str| BootFetch::of(client, path).expect("a boot file");
+    (t.boot_sink())(fetch(&format!("/ipxe/{}.ipxe", mac.to_hyphenated())));
     assert_eq!(t.awaiting_boot(&[mac]).await.unwrap(), vec![]);
+}
+
+#[tokio::test]
+async fn the_timeline_holds_each_phase_of_the_latest_boot_with_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = RunContext {
+        out_dir: dir.path().to_path_buf(),
+        ..RunContext::default()
+    };
+    let t = HAClusterTopology::from_context(layout(), BareMetalServices::default(), &ctx).unwrap();
+    let mac = MacAddress::parse("52:54:00:10:00:21").unwrap();
+    let client: std::net::IpAddr = "10.10.0.230".parse().unwrap();
+    let start = crate::infra::inventory_sqlite::now_ms();
+    t.record_boot_phase(mac, BootPhase::PowerOnRequested, start)
+        .await
+        .unwrap();
+    // A discovery lease (10 minutes) granted now, as dnsmasq writes it.
+    let expiry = start / 1000 + 600;
+    let file = t.dnsmasq().lease_file();
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, format!("{expiry} {mac} 10.10.0.230 * 01:{mac}\n")).unwrap();
+    for path in [
+        "/boot.ipxe",
+        "/discovery/vmlinuz",
+        "/discovery/initrd.img",
+        "/index.html",
+    ] {
+        if let Some(f) = BootFetch::of(client, path) {
+            (t.boot_sink())(f);
+        }
+    }
+    let timeline = t.timelines(&[mac]).await.unwrap().remove(0);
+    let phases: Vec<BootPhase> = timeline
+        .latest()
+        .unwrap()
+        .phases
+        .iter()
+        .map(|p| p.phase)
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            BootPhase::PowerOnRequested,
+            BootPhase::DhcpLease,
+            BootPhase::ScriptFetched,
+            BootPhase::KernelFetched,
+            BootPhase::InitrdFetched
+        ]
+    );
+    // A renewal later moves the lease's expiry; the recorded start stays.
+    std::fs::write(
+        &file,
+        format!("{} {mac} 10.10.0.230 * 01:{mac}\n", expiry + 300),
+    )
+    .unwrap();
+    let again = t.timelines(&[mac]).await.unwrap().remove(0);
+    assert_eq!(
+        again.latest().unwrap().at(BootPhase::DhcpLease),
+        timeline.latest().unwrap().at(BootPhase::DhcpLease)
+    );
+    // A fetch from an address with no lease is in nobody's timeline.
+    (t.boot_sink())(BootFetch::of("10.10.0.99".parse().unwrap(), "/boot.ipxe").unwrap());
+    assert_eq!(t.timelines(&[mac]).await.unwrap().remove(0), again);
 }
 
 fn report(host: PhysicalHost) -> harmony_types::DiscoveryReport {
@@ -188,4 +252,48 @@ fn assign_rules_for_a_role_without_hosts_or_one_mac_twice_are_refused() {
             .to_string();
         assert!(e.contains("--assign") && e.contains(says), "{e}");
     }
+}
+
+#[test]
+fn bmcs_come_from_the_flags_and_the_roles_file_checked_together() {
+    use crate::domain::capability::{HostBmc, PowerControl};
+    let dir = tempfile::tempdir().unwrap();
+    let roles = dir.path().join("roles.toml");
+    let write = |text: &str| std::fs::write(&roles, text).unwrap();
+    let build = |bmc: Vec<HostBmc>| {
+        let ctx = RunContext {
+            out_dir: dir.path().to_path_buf(),
+            roles: Some(roles.clone()),
+            bmc,
+            ..RunContext::default()
+        };
+        HAClusterTopology::from_context(layout(), BareMetalServices::default(), &ctx)
+    };
+    let flag = HostBmc::parse(
+        "52:54:00:10:00:21=redfish://10.0.0.5/redfish/v1/Systems/1,credentials=env:BMC_A",
+    )
+    .unwrap();
+    write(
+        "[[bmc]]\nmac = \"52:54:00:10:00:22\"\naddress = \"redfish://10.0.0.5/redfish/v1/Systems/2\"\ncredentials = \"file:/etc/harmony/bmc/b\"\n",
+    );
+    let t = build(vec![flag.clone()]).unwrap();
+    let macs: Vec<String> = t.host_bmcs().iter().map(|b| b.mac.to_string()).collect();
+    assert_eq!(macs, ["52:54:00:10:00:21", "52:54:00:10:00:22"]);
+
+    // The same system for two hosts, one by flag and one by file: refused before anything runs.
+    write(
+        "[[bmc]]\nmac = \"52:54:00:10:00:22\"\naddress = \"redfish://10.0.0.5/redfish/v1/Systems/1\"\ncredentials = \"env:BMC_B\"\n",
+    );
+    let e = build(vec![flag]).unwrap_err().to_string();
+    assert!(e.contains("a BMC system powers one host"), "{e}");
+
+    write(
+        "[[bmc]]\nmac = \"52:54:00:10:00:22\"\naddress = \"redfish://root:calvin@10.0.0.5\"\ncredentials = \"env:BMC_B\"\n",
+    );
+    let e = build(vec![]).unwrap_err().to_string();
+    assert!(
+        e.contains("bmc[0]") && e.contains("credentials never go in the address"),
+        "{e}"
+    );
+    assert!(!e.contains("calvin"), "{e}");
 }
