@@ -65,6 +65,16 @@ async fn serve(server: rustls::ServerConfig, delay: Duration) -> SocketAddr {
     addr
 }
 
+/// `GET /x` of the test server at `addr`: its status and body.
+async fn get_x(client: &reqwest::Client, addr: SocketAddr) -> (u16, String) {
+    let answer = client
+        .get(format!("https://127.0.0.1:{}/x", addr.port()))
+        .send()
+        .await
+        .unwrap();
+    (answer.status().as_u16(), answer.text().await.unwrap())
+}
+
 #[tokio::test]
 async fn a_client_trusting_the_ca_bundle_talks_tls_with_ring() {
     let (ca, server) = pki();
@@ -74,13 +84,7 @@ async fn a_client_trusting_the_ca_bundle_talks_tls_with_ring() {
         .https_only(true)
         .build()
         .unwrap();
-    let answer = client
-        .get(format!("https://127.0.0.1:{}/x", addr.port()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.status(), 200);
-    assert_eq!(answer.text().await.unwrap(), "hello");
+    assert_eq!(get_x(&client, addr).await, (200, "hello".to_string()));
 }
 
 #[tokio::test]
@@ -111,12 +115,7 @@ async fn accepting_any_certificate_talks_to_a_server_no_trusted_ca_signed() {
         .accept_any_certificate(true)
         .build()
         .unwrap();
-    let answer = client
-        .get(format!("https://127.0.0.1:{}/x", addr.port()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(answer.text().await.unwrap(), "hello");
+    assert_eq!(get_x(&client, addr).await, (200, "hello".to_string()));
 }
 
 #[tokio::test]

@@ -17,18 +17,9 @@ here="$(cd "$(dirname "$0")" && pwd)"
 dir="${HARMONY_PG_DATAPATH_DIR:-$HOME/.cache/harmony/pg-datapath}"
 pg_user="${HARMONY_PG_DATAPATH_USER:-harmony-pg}"
 
-log() { printf 'pg-datapath: %s\n' "$*" >&2; }
-die() { printf 'pg-datapath: error: %s\n' "$*" >&2; exit 2; }
-
-as_root() {
-    if [[ "$(id -u)" -eq 0 ]]; then
-        "$@"
-    elif command -v sudo >/dev/null; then
-        sudo "$@"
-    else
-        die "need root to run: $* (run this script as root, or install it by hand)"
-    fi
-}
+installer=pg-datapath
+# shellcheck source=../install-common.sh
+source "$(dirname "$0")/../install-common.sh"
 
 apt_updated=0
 apt_install() {

@@ -16,18 +16,9 @@ dir="${HARMONY_REDFISH_BMC_DIR:-$HOME/.cache/harmony/redfish-bmc}"
 venv="$dir/venv"
 python=/usr/bin/python3
 
-log() { printf 'redfish-bmc: %s\n' "$*" >&2; }
-die() { printf 'redfish-bmc: error: %s\n' "$*" >&2; exit 2; }
-
-as_root() {
-    if [[ "$(id -u)" -eq 0 ]]; then
-        "$@"
-    elif command -v sudo >/dev/null; then
-        sudo "$@"
-    else
-        die "need root to run: $* (run this script as root, or install it by hand)"
-    fi
-}
+installer=redfish-bmc
+# shellcheck source=../install-common.sh
+source "$(dirname "$0")/../install-common.sh"
 
 # --- Debian packages -------------------------------------------------------------------------
 # qemu-system-x86 and ipxe-qemu (the virtio NIC's boot ROM) are usually there already for the OKD tests.

@@ -41,19 +41,24 @@ struct BmcEntry {
     credentials: String,
 }
 
+/// Reads and parses a roles file; `err` makes its errors.
+fn read(path: &Path, err: impl Fn(String) -> HaClusterError) -> Result<File, HaClusterError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(format!("{e}; pass an existing file to --roles")))?;
+    toml::from_str(&text).map_err(|e| {
+        err(format!(
+            "{e}; each [[host]] needs `mac` or `id`, and `role` (bootstrap, control-plane or worker); each [[bmc]] needs `mac`, `address` (redfish://...) and `credentials` (env:VAR or file:PATH)"
+        ))
+    })
+}
+
 /// The `[[bmc]]` entries of a roles file (the same checks as `--bmc`).
 pub fn parse_roles_file_bmcs(path: &Path) -> Result<Vec<HostBmc>, HaClusterError> {
     let err = |problem: String| HaClusterError::Roles {
         path: path.display().to_string(),
         problem,
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| err(format!("{e}; pass an existing file to --roles")))?;
-    let file: File = toml::from_str(&text).map_err(|e| {
-        err(format!(
-            "{e}; each [[bmc]] needs `mac`, `address` (redfish://...) and `credentials` (env:VAR or file:PATH)"
-        ))
-    })?;
+    let file = read(path, &err)?;
     file.bmc
         .into_iter()
         .enumerate()
@@ -87,13 +92,7 @@ pub fn parse_roles_file(
         path: path.display().to_string(),
         problem,
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| err(format!("{e}; pass an existing file to --roles")))?;
-    let file: File = toml::from_str(&text).map_err(|e| {
-        err(format!(
-            "{e}; each [[host]] needs `mac` or `id`, and `role` (bootstrap, control-plane or worker)"
-        ))
-    })?;
+    let file = read(path, &err)?;
     let mut out: Vec<DeclaredRole> = Vec::new();
     for (i, e) in file.host.into_iter().enumerate() {
         let at = format!("host[{i}]");

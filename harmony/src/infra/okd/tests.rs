@@ -28,11 +28,7 @@ fn layout() -> ClusterLayout {
 #[tokio::test]
 async fn a_discovery_report_or_a_script_fetch_proves_a_requested_reboot_happened() {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = RunContext {
-        out_dir: dir.path().to_path_buf(),
-        ..RunContext::default()
-    };
-    let t = HAClusterTopology::from_context(layout(), BareMetalServices::default(), &ctx).unwrap();
+    let t = topology_in(dir.path());
     let mac = MacAddress::parse("52:54:00:10:00:21").unwrap();
     let host = PhysicalHost {
         id: Id::parse("m1").unwrap(),
@@ -67,11 +63,7 @@ async fn a_discovery_report_or_a_script_fetch_proves_a_requested_reboot_happened
 #[tokio::test]
 async fn the_timeline_holds_each_phase_of_the_latest_boot_with_its_lease() {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = RunContext {
-        out_dir: dir.path().to_path_buf(),
-        ..RunContext::default()
-    };
-    let t = HAClusterTopology::from_context(layout(), BareMetalServices::default(), &ctx).unwrap();
+    let t = topology_in(dir.path());
     let mac = MacAddress::parse("52:54:00:10:00:21").unwrap();
     let client: std::net::IpAddr = "10.10.0.230".parse().unwrap();
     let start = crate::infra::inventory_sqlite::now_ms();
@@ -155,11 +147,7 @@ fn lease(t: &HAClusterTopology, lines: &str) {
 #[tokio::test]
 async fn reports_come_only_from_leased_addresses_and_identity_changes_are_held() {
     let dir = tempfile::tempdir().unwrap();
-    let ctx = RunContext {
-        out_dir: dir.path().to_path_buf(),
-        ..RunContext::default()
-    };
-    let t = HAClusterTopology::from_context(layout(), BareMetalServices::default(), &ctx).unwrap();
+    let t = topology_in(dir.path());
     let sink = t.discovery_sink();
     let mac = |s: &str| MacAddress::parse(s).unwrap();
     let machine = |id: &str, macs: &[&str]| PhysicalHost {
@@ -296,4 +284,13 @@ fn bmcs_come_from_the_flags_and_the_roles_file_checked_together() {
         "{e}"
     );
     assert!(!e.contains("calvin"), "{e}");
+}
+
+/// The test layout's topology, rendering into `dir`.
+fn topology_in(dir: &std::path::Path) -> HAClusterTopology {
+    let ctx = RunContext {
+        out_dir: dir.to_path_buf(),
+        ..RunContext::default()
+    };
+    HAClusterTopology::from_context(layout(), BareMetalServices::default(), &ctx).unwrap()
 }
