@@ -24,6 +24,8 @@
 
 mod client;
 mod credentials;
+#[cfg(test)]
+mod tests;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -176,7 +178,12 @@ impl RedfishPower {
                 what: format!("resetting {}", bmc.object()),
                 backend: bmc.server(),
                 reason: format!("{path} has no #ComputerSystem.Reset action"),
-            })?
+            })?;
+        // Some BMCs give the target as an absolute URL of their own: keep its path.
+        let root = host.address.http_root();
+        let reset_target = reset_target
+            .strip_prefix(root.as_str())
+            .unwrap_or(reset_target)
             .to_string();
         let mut reset_types =
             string_list(reset.and_then(|r| r.get("ResetType@Redfish.AllowableValues")));
@@ -470,20 +477,5 @@ impl PowerControl for RedfishPower {
             )),
         };
         Ok(kept)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn power_states_are_read_verbatim_when_unknown() {
-        assert_eq!(power_state(&json!({"PowerState": "On"})), PowerState::On);
-        assert_eq!(
-            power_state(&json!({"PowerState": "Paused"})),
-            PowerState::Unknown("Paused".into())
-        );
-        assert_eq!(power_state(&json!({})), PowerState::Unknown(String::new()));
     }
 }
