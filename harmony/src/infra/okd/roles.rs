@@ -58,7 +58,7 @@ pub fn parse_roles_file_bmcs(path: &Path) -> Result<Vec<HostBmc>, HaClusterError
         path: path.display().to_string(),
         problem,
     };
-    let file = read(path, &err)?;
+    let file = read(path, err)?;
     file.bmc
         .into_iter()
         .enumerate()
@@ -92,7 +92,7 @@ pub fn parse_roles_file(
         path: path.display().to_string(),
         problem,
     };
-    let file = read(path, &err)?;
+    let file = read(path, err)?;
     let mut out: Vec<DeclaredRole> = Vec::new();
     for (i, e) in file.host.into_iter().enumerate() {
         let at = format!("host[{i}]");
