@@ -28,7 +28,7 @@ pub fn error_code(e: &CapabilityError) -> &'static str {
         CapabilityError::Rejected { .. } => code::REJECTED,
         CapabilityError::UnknownKind { .. } => code::UNKNOWN_KIND,
         CapabilityError::Conflict { .. } => code::CONFLICT,
-        CapabilityError::Forbidden { .. } => code::FORBIDDEN,
+        CapabilityError::Forbidden { .. } | CapabilityError::Credentials { .. } => code::FORBIDDEN,
         CapabilityError::QuotaExceeded { .. } => code::QUOTA_EXCEEDED,
         CapabilityError::NotFound { .. } => code::NOT_FOUND,
         CapabilityError::TooLarge { .. } => code::TOO_LARGE,

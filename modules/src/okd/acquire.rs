@@ -7,7 +7,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use harmony::domain::capability::{CapabilityError, DeclaredRole, HostSelector};
+use harmony::domain::capability::{
+    BootPhase, CapabilityError, DeclaredRole, HostMatch, HostSelector,
+};
 use harmony::domain::inventory::{HostRole, PhysicalHost, RoleAssignment};
 use harmony::domain::operator::OperatorError;
 use harmony::domain::{ExecutionMode, InterpretError, Inventory, ObjectChange, report_progress};
@@ -390,6 +392,15 @@ pub(super) async fn acquire<T: OkdTopology>(
             .count();
         let missing = needed.saturating_sub(bound_here + unbound);
         if missing == 0 {
+            if let Some((_, boots, _)) = &powered {
+                let macs: Vec<MacAddress> = boots.iter().filter(|b| b.ok).map(|b| b.mac).collect();
+                phase_lines.report(
+                    &topology
+                        .timelines(&macs)
+                        .await
+                        .map_err(capability_error("reading boot timelines", changes))?,
+                );
+            }
             return Ok(candidates);
         }
         let free: Vec<&PhysicalHost> = hosts
@@ -434,8 +445,35 @@ pub(super) async fn acquire<T: OkdTopology>(
                 .map(|b| b.mac)
                 .filter(|m| !known.contains(m))
                 .collect();
-            let bmcs = power_on::with_bmc(topology, &undiscovered);
-            let boots = power_on::pxe_boot(topology, &bmcs, false).await;
+            // A host an earlier phase of this run powered into discovery within the boot wait
+            // is still booting: followed, not cycled again.
+            let timelines = topology
+                .timelines(&undiscovered)
+                .await
+                .map_err(capability_error("reading boot timelines", changes))?;
+            let recent = power_on::now_ms()
+                - i64::try_from(power_on::boot_wait(topology).as_millis()).unwrap_or(i64::MAX);
+            let booting: Vec<MacAddress> = timelines
+                .iter()
+                .filter(|t| {
+                    t.latest()
+                        .and_then(|b| b.at(BootPhase::PowerOnRequested))
+                        .is_some_and(|at| at >= recent)
+                })
+                .map(|t| t.mac)
+                .collect();
+            let to_boot: Vec<MacAddress> = undiscovered
+                .iter()
+                .filter(|m| !booting.contains(m))
+                .copied()
+                .collect();
+            let bmcs = power_on::with_bmc(topology, &to_boot);
+            let mut boots = power_on::pxe_boot(topology, &bmcs, false).await;
+            boots.extend(booting.iter().map(|mac| power_on::Boot {
+                mac: *mac,
+                line: format!("host {mac} is still booting from an earlier power-on: followed"),
+                ok: true,
+            }));
             for b in &boots {
                 report_progress(format!("discovery: {}", b.line));
             }
@@ -496,12 +534,16 @@ pub(super) async fn acquire<T: OkdTopology>(
                 listed.join("; ")
             )
         };
+        let size_rules = topology
+            .role_rules()
+            .iter()
+            .any(|r| r.role == role && matches!(r.matcher, HostMatch::Size { .. }));
         let settling = match &unsettled {
-            Some(booting) if !booting.is_empty() => format!(
+            Some(booting) if !booting.is_empty() && size_rules => format!(
                 "; size rules wait until every booting machine has reported: {}",
                 booting.join(", ")
             ),
-            Some(_) if topology.role_rules().iter().any(|r| r.role == role) => {
+            Some(_) if size_rules => {
                 "; size rules wait until no new machine has reported for a few seconds".into()
             }
             _ => String::new(),

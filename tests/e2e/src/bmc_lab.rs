@@ -324,8 +324,14 @@ impl BmcLab {
         };
         let _ = std::fs::create_dir_all(dir);
         let mut files = vec![
-            (self.sushy_dir.path().join("sushy.log"), "sushy.log".to_string()),
-            (self.dir.path().join("libvirtd.log"), "libvirtd.log".to_string()),
+            (
+                self.sushy_dir.path().join("sushy.log"),
+                "sushy.log".to_string(),
+            ),
+            (
+                self.dir.path().join("libvirtd.log"),
+                "libvirtd.log".to_string(),
+            ),
         ];
         for (i, vm) in self.options.vms.iter().enumerate() {
             files.push((self.serial_log(i), format!("{}-serial.log", vm.name)));

@@ -124,10 +124,25 @@ impl OkdLab {
         image: Option<PathBuf>,
         root_device: Vec<harmony::domain::capability::RootDeviceRule>,
     ) -> Result<Self, String> {
-        let mut addresses = vec![format!("{SERVICES}/24"), format!("{LOAD_BALANCER}/24")];
-        addresses.extend(extra.iter().map(|a| format!("{a}/24")));
-        let refs: Vec<&str> = addresses.iter().map(String::as_str).collect();
-        let lab = Lab::new(tag, &refs)?;
+        let ctx = RunContext {
+            apply: true,
+            operator: OperatorHandle::new(Unattended { assume_yes: true }),
+            discovery_timeout: Some(Duration::from_secs(5)),
+            root_device,
+            ..RunContext::default()
+        };
+        Self::with_context(network(tag, extra)?, inventory, image, &ctx)
+    }
+
+    /// The lab on `lab` (made by [`network`], e.g. to plug VMs into its bridge first), its
+    /// topology made from `ctx` as the command line would (`--bmc`, `--bmc-ca-file`,
+    /// `--assign`, the operator, ...); `image` as in [`OkdLab::with_discovery_image`].
+    pub fn with_context(
+        lab: Lab,
+        inventory: Inventory,
+        image: Option<PathBuf>,
+        ctx: &RunContext,
+    ) -> Result<Self, String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let services = BareMetalServices {
             dir: dir.path().join("services"),
@@ -138,15 +153,8 @@ impl OkdLab {
             discovery_image: image,
             ..BareMetalServices::default()
         };
-        let ctx = RunContext {
-            apply: true,
-            operator: OperatorHandle::new(Unattended { assume_yes: true }),
-            discovery_timeout: Some(Duration::from_secs(5)),
-            root_device,
-            ..RunContext::default()
-        };
-        let topology = HAClusterTopology::from_context(layout()?, services, &ctx)
-            .map_err(|e| e.to_string())?;
+        let topology =
+            HAClusterTopology::from_context(layout()?, services, ctx).map_err(|e| e.to_string())?;
         Ok(Self {
             maestro: Maestro::new(inventory, topology),
             lab,
@@ -193,6 +201,28 @@ impl Drop for OkdLab {
     fn drop(&mut self) {
         let _ = self.maestro.topology().stop_services();
     }
+}
+
+/// The site's namespaces: a services namespace whose bridge `br0` holds the services and
+/// load-balancer addresses and `extra` ones (backend hosts, say).
+pub fn network(tag: &str, extra: &[&str]) -> Result<Lab, String> {
+    let mut addresses = vec![format!("{SERVICES}/24"), format!("{LOAD_BALANCER}/24")];
+    addresses.extend(extra.iter().map(|a| format!("{a}/24")));
+    let refs: Vec<&str> = addresses.iter().map(String::as_str).collect();
+    Lab::new(tag, &refs)
+}
+
+/// A tap device `name` in `lab`'s services namespace, plugged into the bridge and usable by
+/// `user` (`ip tuntap add ... user USER`): for a QEMU that does not run as root (libvirt's,
+/// see [`crate::bmc_lab::VmSpec::tap`]).
+pub fn user_tap(lab: &Lab, name: &str, user: &str) -> Result<(), String> {
+    let ns = &lab.services;
+    ns.run(&[
+        "ip", "tuntap", "add", "dev", name, "mode", "tap", "user", user,
+    ])?;
+    ns.run(&["ip", "link", "set", name, "master", "br0"])?;
+    ns.run(&["ip", "link", "set", name, "up"])?;
+    Ok(())
 }
 
 /// Writes placeholder ignition files and iPXE binaries under `dir` (the boot chain is under

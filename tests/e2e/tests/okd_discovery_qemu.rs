@@ -16,15 +16,16 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use harmony::domain::ScoreStatus;
-use harmony::domain::capability::{
-    HaCluster, HostInventory, HttpAccess, HttpServer, RootDeviceRule,
-};
+use harmony::domain::capability::{HaCluster, HostInventory, HttpServer, RootDeviceRule};
 use harmony::domain::inventory::{HostRole, RoleAssignment};
 use harmony::types::MacAddress;
+use harmony_e2e::discovery_boot::{
+    self, build_image, console_text, hit, print_kernel_banner, stand_in_installer,
+};
 use harmony_e2e::netns::available;
 use harmony_e2e::okd_lab::{HTTP_PORT, OkdLab, SERVICES, WORKER1, machine};
 use harmony_modules::okd::{OkdHostsScore, OkdPrepareScore};
@@ -63,100 +64,6 @@ fn log_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("okd_discovery_qemu");
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn console_text(path: &Path) -> String {
-    String::from_utf8_lossy(&std::fs::read(path).unwrap_or_default()).into_owned()
-}
-
-/// The target folder's profile directory this test was built into (`.../debug`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    // .../<profile>/deps/okd_discovery_qemu-HASH
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
-}
-
-/// Builds `harmony-discovery-agent` into this test's target folder and profile (the same
-/// `CARGO_TARGET_DIR`, so CI builds it once), then the discovery image from it with
-/// `discovery-image/build.sh` (downloads cached under ~/.cache/harmony/discovery-image; an
-/// image already built from the same inputs is kept).
-fn build_image() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let profile = profile_dir();
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo
-        .current_dir(&workspace)
-        .args([
-            "build",
-            "--locked",
-            "-p",
-            "harmony_discovery_agent",
-            "--bin",
-            "harmony-discovery-agent",
-        ])
-        .env("CARGO_TARGET_DIR", profile.parent().unwrap().as_os_str());
-    if profile.file_name().is_some_and(|n| n == "release") {
-        cargo.arg("--release");
-    }
-    let status = cargo.status().unwrap();
-    assert!(status.success(), "building harmony-discovery-agent failed");
-    let agent = profile.join("harmony-discovery-agent");
-    assert!(agent.is_file(), "{} was not built", agent.display());
-    let out = profile.join("discovery-image");
-    let built = Command::new("bash")
-        .arg(workspace.join("discovery-image/build.sh"))
-        .arg(&out)
-        .arg(&agent)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&built.stdout);
-    assert!(
-        built.status.success(),
-        "discovery-image/build.sh failed: {stdout}"
-    );
-    let dir = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-    assert_eq!(dir, out, "build.sh prints its output folder last");
-    dir
-}
-
-/// A stand-in for the OKD live installer: the discovery initramfs with its `/init` replaced
-/// (a second cpio archive appended, which the kernel unpacks over the first) by a script that
-/// brings the NIC up and fetches the `coreos.inst.ignition_url` on its command line.
-fn stand_in_installer(image: &Path, work: &Path) -> Vec<u8> {
-    let root = work.join("installer-root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(
-        root.join("init"),
-        r#"#!/bin/sh
-export PATH=/bin:/usr/bin
-mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
-# The per-MAC script names no serial console, so the kernel writes to the screen only: these
-# lines (and the kernel's banner, from dmesg) go to the serial port the test reads.
-say() { echo "stand-in installer: $*" >/dev/ttyS0; }
-dmesg | grep "Linux version" >/dev/ttyS0
-say "kernel command line: $(cat /proc/cmdline)"
-for m in $(cat /etc/modules-order); do insmod /lib/modules/$m 2>/dev/null; done
-for n in /sys/class/net/*; do n=${n##*/}; [ "$n" = lo ] && continue
-  ip link set "$n" up; udhcpc -i "$n" -n -q -t 6 -T 3 -s /usr/share/udhcpc/default.script >/dev/null 2>&1 && break; done
-for w in $(cat /proc/cmdline); do case "$w" in coreos.inst.ignition_url=*) url=${w#*=};; esac; done
-if busybox wget -q -O /tmp/ignition "$url"; then say "fetched $url"; else say "could not fetch $url"; fi
-while :; do sleep 3600; done
-"#,
-    )
-    .unwrap();
-    let script = "cd \"$1\" && chmod 755 init && \
-        if command -v cpio >/dev/null; then echo init | cpio --quiet -o -H newc; \
-        else echo init | busybox cpio -o -H newc; fi | gzip -9n";
-    let overlay = Command::new("bash")
-        .args(["-c", script, "pack"])
-        .arg(&root)
-        .output()
-        .unwrap();
-    assert!(overlay.status.success(), "packing the stand-in init failed");
-    let mut initrd = std::fs::read(image.join("initrd.img")).unwrap();
-    initrd.extend_from_slice(&overlay.stdout);
-    initrd
 }
 
 /// Starts QEMU in the lab's services namespace, its console (the serial port) in `console`,
@@ -225,54 +132,27 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        if let Ok(Some(status)) = qemu.0.try_wait() {
-            panic!(
-                "QEMU exited ({status}) before {what}; console ({}):\n{}",
-                console.display(),
-                console_text(console)
-            );
-        }
-        if start.elapsed() > BOOT_TIMEOUT {
-            panic!(
-                "{what} did not happen within {} min; console ({}):\n{}",
-                BOOT_TIMEOUT.as_secs() / 60,
-                console.display(),
-                console_text(console)
-            );
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-fn hit<'a>(log: &'a [HttpAccess], method: &str, path: &str) -> Option<&'a HttpAccess> {
-    log.iter().find(|a| a.method == method && a.path == path)
-}
-
-/// Writes the kernel's banner and the image's lines to the test log. Straight to stderr, not
-/// `println!`: the test harness hides a passing test's printed output, and CI's log should keep
-/// the proof that a real kernel booted.
-fn print_kernel_banner(console: &Path) {
-    use std::io::Write;
-    const MARKERS: [&str; 4] = [
-        "Linux version",
-        "harmony-discovery:",
-        "stand-in installer:",
-        "Harmony: the boot server",
-    ];
-    let mut err = std::io::stderr().lock();
-    for line in console_text(console).lines() {
-        let Some(at) = MARKERS.iter().filter_map(|m| line.find(m)).min() else {
-            continue;
+    let waited = discovery_boot::until(what, BOOT_TIMEOUT, || {
+        let exited = match qemu.0.try_wait() {
+            Ok(Some(status)) => Some(format!("QEMU exited ({status})")),
+            _ => None,
         };
-        // From the kernel's timestamp when there is one, past the firmware's escape codes.
-        let start = line[..at].rfind("[ ").unwrap_or(at);
-        let _ = writeln!(err, "console: {}", &line[start..]);
-    }
+        let next = check();
+        async move {
+            match (next.await, exited) {
+                (None, Some(e)) => Err(e),
+                (v, _) => Ok(v),
+            }
+        }
+    })
+    .await;
+    waited.unwrap_or_else(|e| {
+        panic!(
+            "{e}; console ({}):\n{}",
+            console.display(),
+            console_text(console)
+        )
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -280,7 +160,7 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
     if let Err(e) = available() {
         panic!("{e}");
     }
-    let image = build_image();
+    let image = build_image().unwrap_or_else(|e| panic!("{e}"));
     // worker1's machine is declared; the second worker is whatever discovery finds.
     let declared = machine("machine-b", WORKER1.2).unwrap();
     let inventory = harmony::domain::Inventory {
@@ -485,7 +365,7 @@ async fn an_unknown_machine_discovers_itself_then_boots_as_a_worker() {
     std::fs::copy(image.join("vmlinuz"), www.join(&install.kernel)).unwrap();
     std::fs::write(
         www.join(&install.initramfs),
-        stand_in_installer(&image, lab.dir.path()),
+        stand_in_installer(&image, lab.dir.path()).unwrap(),
     )
     .unwrap();
 

@@ -163,7 +163,7 @@ async fn wrong_credentials_and_a_silent_bmc_fail_their_host_alone_never_showing_
 
     let e = power.power_on(&wrong).await.unwrap_err();
     let text = e.to_string();
-    assert!(matches!(e, CapabilityError::Forbidden { .. }), "{text}");
+    assert!(matches!(e, CapabilityError::Credentials { .. }), "{text}");
     assert!(text.contains("401"), "{text}");
     assert!(text.contains(&wrong.mac.to_string()), "{text}");
     assert!(text.contains(wrong.address.as_str()), "{text}");

@@ -143,6 +143,17 @@ pub enum CapabilityError {
         #[source]
         source: std::io::Error,
     },
+    /// The credentials for a device could not be read, or the device refused them (a BMC's
+    /// HTTP 401). The message names where the credentials come from, never their value.
+    #[error("{object}: {server}: {message}")]
+    Credentials {
+        /// The host or object the call was for.
+        object: String,
+        /// The device (`BMC redfish://10.0.0.5/redfish/v1/Systems/1`).
+        server: String,
+        /// What was refused or unreadable, and how to fix it.
+        message: String,
+    },
     /// The backend denied the caller the permission this call needs (HTTP 401/403, RBAC).
     #[error(
         "{object}: forbidden by {server}: {message}; grant the identity it runs as the permission (on Kubernetes: a Role or ClusterRole and its binding), or use credentials that have it"

@@ -137,7 +137,8 @@ pub enum BootOverride {
 /// How long power operations may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PowerTimeouts {
-    /// How long a graceful shutdown may take before it is forced.
+    /// How long a graceful shutdown may take before it is forced; zero forces at once (no
+    /// shutdown request is sent).
     pub graceful: Duration,
     /// How long the BMC may take to report a requested state.
     pub settle: Duration,

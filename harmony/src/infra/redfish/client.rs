@@ -30,12 +30,13 @@ impl<'a> Bmc<'a> {
         host: &'a HostBmc,
         timeout: Duration,
     ) -> Result<Self, CapabilityError> {
-        let credentials =
-            credentials::read(&host.credentials).map_err(|message| CapabilityError::Forbidden {
+        let credentials = credentials::read(&host.credentials).map_err(|message| {
+            CapabilityError::Credentials {
                 object: object(host),
                 server: server(host),
                 message: format!("cannot read the BMC credentials: {message}"),
-            })?;
+            }
+        })?;
         Ok(Self {
             http,
             host,
@@ -130,20 +131,20 @@ impl<'a> Bmc<'a> {
                 .to_string()
         });
         Err(match status {
-            StatusCode::UNAUTHORIZED => CapabilityError::Forbidden {
+            StatusCode::UNAUTHORIZED => CapabilityError::Credentials {
                 object: self.object(),
                 server: self.server(),
                 message: format!(
-                    "401 Unauthorized: the BMC refused the user {:?} from {} ({said})",
-                    self.credentials.user, self.host.credentials
+                    "401 Unauthorized: the BMC refused the user {:?} from {} ({said}); check the user and password that {} holds",
+                    self.credentials.user, self.host.credentials, self.host.credentials
                 ),
             },
-            StatusCode::FORBIDDEN => CapabilityError::Forbidden {
+            StatusCode::FORBIDDEN => CapabilityError::Credentials {
                 object: self.object(),
                 server: self.server(),
                 message: format!(
-                    "403 Forbidden: {} {path}: the user {:?} may not ({said})",
-                    method, self.credentials.user
+                    "403 Forbidden: {method} {path}: the user {:?} may not ({said}); give it a BMC role that may power the host and set its boot (Operator or Administrator on most BMCs)",
+                    self.credentials.user
                 ),
             },
             StatusCode::NOT_FOUND => CapabilityError::NotFound {

@@ -348,7 +348,8 @@ impl PowerControl for RedfishPower {
             });
         }
         let mut sent = Vec::new();
-        if Self::offers(&system, "GracefulShutdown") {
+        // A zero graceful timeout is a forced power-off: no shutdown request first.
+        if !timeouts.graceful.is_zero() && Self::offers(&system, "GracefulShutdown") {
             self.reset(&bmc, &system, "GracefulShutdown").await?;
             sent.push("GracefulShutdown".to_string());
             let after = self
