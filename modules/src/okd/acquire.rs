@@ -249,7 +249,7 @@ pub(super) async fn acquire<T: OkdTopology>(
     let op = topology.operator();
     // `--bmc` hosts not yet discovered, PXE booted by Harmony once this run (apply mode).
     // When they were, what each BMC did, and whether the silent ones were reset once more.
-    let mut powered: Option<(Instant, Vec<power_on::Boot>, bool)> = None;
+    let mut powered: Powered = None;
     let mut phase_lines = power_on::PhaseLines::default();
     loop {
         // Reports held for the operator: asked about once each on a terminal.
@@ -392,15 +392,7 @@ pub(super) async fn acquire<T: OkdTopology>(
             .count();
         let missing = needed.saturating_sub(bound_here + unbound);
         if missing == 0 {
-            if let Some((_, boots, _)) = &powered {
-                let macs: Vec<MacAddress> = boots.iter().filter(|b| b.ok).map(|b| b.mac).collect();
-                phase_lines.report(
-                    &topology
-                        .timelines(&macs)
-                        .await
-                        .map_err(capability_error("reading boot timelines", changes))?,
-                );
-            }
+            report_phases(topology, &powered, &mut phase_lines, changes).await?;
             return Ok(candidates);
         }
         let free: Vec<&PhysicalHost> = hosts
@@ -480,15 +472,7 @@ pub(super) async fn acquire<T: OkdTopology>(
             powered = Some((Instant::now(), boots, false));
             continue;
         }
-        if let Some((_, boots, _)) = &powered {
-            let macs: Vec<MacAddress> = boots.iter().filter(|b| b.ok).map(|b| b.mac).collect();
-            phase_lines.report(
-                &topology
-                    .timelines(&macs)
-                    .await
-                    .map_err(capability_error("reading boot timelines", changes))?,
-            );
-        }
+        report_phases(topology, &powered, &mut phase_lines, changes).await?;
         // Half-way through the boot wait, the hosts cycled and still silent are reset once
         // more, forced.
         if let Some((at, boots, retried)) = &mut powered
@@ -604,4 +588,28 @@ pub(super) async fn acquire<T: OkdTopology>(
         ));
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// What the run's BMCs did for discovery: when, each host's result, whether the silent ones
+/// were reset once more.
+type Powered = Option<(Instant, Vec<power_on::Boot>, bool)>;
+
+/// Prints the new boot phases of the hosts `powered` booted into discovery.
+async fn report_phases<T: OkdTopology>(
+    topology: &T,
+    powered: &Powered,
+    lines: &mut power_on::PhaseLines,
+    changes: &[ObjectChange],
+) -> Result<(), InterpretError> {
+    let Some((_, boots, _)) = powered else {
+        return Ok(());
+    };
+    let macs: Vec<MacAddress> = boots.iter().filter(|b| b.ok).map(|b| b.mac).collect();
+    lines.report(
+        &topology
+            .timelines(&macs)
+            .await
+            .map_err(capability_error("reading boot timelines", changes))?,
+    );
+    Ok(())
 }

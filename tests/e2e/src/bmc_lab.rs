@@ -27,7 +27,6 @@
 //! always reads `Continuous` (a `Once` override is stored as a persistent boot order); only
 //! TLS 1.2 is accepted.
 
-use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -885,36 +884,9 @@ fn tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-/// Runs `cmd` (stdin closed, output in temp files so that a daemon keeping our pipes open
-/// cannot block us), killing it after [`COMMAND_TIMEOUT`]: success, stdout and stderr.
+/// Runs `cmd`, killing it after [`COMMAND_TIMEOUT`]: success, stdout and stderr.
 fn run_with_timeout(cmd: &mut Command, what: &str) -> Result<(bool, String, String), String> {
-    let mut out = tempfile::tempfile().map_err(|e| format!("a temp file for {what}: {e}"))?;
-    let mut err = tempfile::tempfile().map_err(|e| format!("a temp file for {what}: {e}"))?;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().map_err(|e| format!("{what}: {e}"))?)
-        .stderr(err.try_clone().map_err(|e| format!("{what}: {e}"))?)
-        .spawn()
-        .map_err(|e| format!("cannot run {what}: {e}; {INSTALL_HINT}"))?;
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > COMMAND_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("{what} did not finish within {COMMAND_TIMEOUT:?}"));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return Err(format!("waiting for {what}: {e}")),
-        }
-    };
-    let read = |f: &mut std::fs::File| {
-        let mut s = String::new();
-        let _ = f.seek(std::io::SeekFrom::Start(0));
-        let _ = f.read_to_string(&mut s);
-        s
-    };
-    let (stdout, stderr) = (read(&mut out), read(&mut err));
-    Ok((status.success(), stdout, stderr))
+    let hint = format!("; {INSTALL_HINT}");
+    let ran = crate::command::run_bounded(cmd, what, COMMAND_TIMEOUT, &hint)?;
+    Ok((ran.status.success(), ran.stdout, ran.stderr))
 }

@@ -5,6 +5,7 @@ pub mod apiserver;
 pub mod bench;
 pub mod blackhole;
 pub mod bmc_lab;
+pub mod command;
 pub mod discovery_boot;
 pub mod files;
 pub mod ha;

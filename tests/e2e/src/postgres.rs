@@ -10,9 +10,9 @@
 //! refuses to run as root: as root it runs as `$HARMONY_PG_DATAPATH_USER` (default
 //! `harmony-pg`, created by install.sh), from a copy of the binaries that user can reach.
 
-use std::io::{Read, Seek};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::pg_datapath::{
@@ -447,35 +447,12 @@ fn getrandom(buf: &mut [u8]) -> Result<(), String> {
         .map_err(|e| format!("reading /dev/urandom for a password: {e}"))
 }
 
-/// Runs `cmd` (stdin closed, output captured in a temp file so a daemon that keeps our pipes
-/// open cannot block us), killing it after [`COMMAND_TIMEOUT`]. Returns success and output.
+/// Runs `cmd`, killing it after [`COMMAND_TIMEOUT`]: success, and its exit and output.
 fn run_with_timeout(cmd: &mut Command, what: &str) -> Result<(bool, String), String> {
-    let out = tempfile::tempfile().map_err(|e| format!("a temp file for {what}: {e}"))?;
-    let err = out
-        .try_clone()
-        .map_err(|e| format!("a temp file for {what}: {e}"))?;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().map_err(|e| format!("{what}: {e}"))?)
-        .stderr(err)
-        .spawn()
-        .map_err(|e| format!("cannot run {what} ({:?}): {e}", cmd.get_program()))?;
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > COMMAND_TIMEOUT => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("{what} did not finish within {COMMAND_TIMEOUT:?}"));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for {what}: {e}")),
-        }
-    };
-    let mut text = String::new();
-    let mut f = out;
-    let _ = f.seek(std::io::SeekFrom::Start(0));
-    let _ = f.read_to_string(&mut text);
-    Ok((status.success(), format!("({status}) {}", text.trim())))
+    let ran = crate::command::run_bounded(cmd, what, COMMAND_TIMEOUT, "")?;
+    let text = format!("{}{}", ran.stdout, ran.stderr);
+    Ok((
+        ran.status.success(),
+        format!("({}) {}", ran.status, text.trim()),
+    ))
 }
