@@ -77,6 +77,62 @@ impl Quantity {
     }
 }
 
+impl Quantity {
+    /// Its exact value in thousandths of the base unit (millicores, millibytes), to add and
+    /// compare quantities without rounding: a part below a thousandth rounds up, as Kubernetes
+    /// rounds; `None` when it does not fit in an `i128` or its exponent is beyond ±30.
+    pub fn milli(&self) -> Option<i128> {
+        let negative = self.0.starts_with('-');
+        let unsigned = self.0.trim_start_matches(['+', '-']);
+        let end = unsigned
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(unsigned.len());
+        let (number, suffix) = unsigned.split_at(end);
+        // (multiplier, power of ten) of the suffix, relative to thousandths.
+        let (mult, exp10): (i128, i32) = match suffix {
+            "" => (1, 3),
+            "n" => (1, -6),
+            "u" => (1, -3),
+            "m" => (1, 0),
+            "k" => (1, 6),
+            "M" => (1, 9),
+            "G" => (1, 12),
+            "T" => (1, 15),
+            "P" => (1, 18),
+            "E" => (1, 21),
+            "Ki" => (1 << 10, 3),
+            "Mi" => (1 << 20, 3),
+            "Gi" => (1 << 30, 3),
+            "Ti" => (1 << 40, 3),
+            "Pi" => (1 << 50, 3),
+            "Ei" => (1 << 60, 3),
+            e => {
+                let e: i32 = e.get(1..)?.parse().ok()?;
+                if !(-30..=30).contains(&e) {
+                    return None;
+                }
+                (1, 3 + e)
+            }
+        };
+        let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+        if int.len() + frac.len() > 30 {
+            return None;
+        }
+        let digits: i128 = format!("{int}{frac}").parse().ok()?;
+        let exp = exp10 - i32::try_from(frac.len()).ok()?;
+        let magnitude = if exp >= 0 {
+            digits
+                .checked_mul(10i128.checked_pow(exp.unsigned_abs())?)?
+                .checked_mul(mult)?
+        } else {
+            let div = 10i128.checked_pow(exp.unsigned_abs())?;
+            let v = digits.checked_mul(mult)?;
+            v / div + i128::from(v % div != 0)
+        };
+        Some(if negative { -magnitude } else { magnitude })
+    }
+}
+
 impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -115,6 +171,24 @@ mod tests {
         assert_eq!(v("1.5"), 1.5);
         assert_eq!(v("2e3"), 2000.0);
         assert_eq!(v("-1k"), -1000.0);
+    }
+
+    #[test]
+    fn exact_thousandths() {
+        let m = |s: &str| Quantity::parse(s).unwrap().milli();
+        assert_eq!(m("500m"), Some(500));
+        assert_eq!(m("4"), Some(4000));
+        assert_eq!(m("1.5"), Some(1500));
+        assert_eq!(m("2k"), Some(2_000_000));
+        assert_eq!(m("1Gi"), Some((1i128 << 30) * 1000));
+        assert_eq!(m("1G"), Some(1_000_000_000_000));
+        assert_eq!(m("0.5Gi"), Some((1i128 << 29) * 1000));
+        assert_eq!(m("1e3"), Some(1_000_000));
+        assert_eq!(m("0.0001"), Some(1), "below a thousandth rounds up");
+        assert_eq!(m("1n"), Some(1));
+        assert_eq!(m("-1k"), Some(-1_000_000));
+        assert_eq!(m("1e31"), None);
+        assert!(m("1Gi") > m("1G"));
     }
 
     #[test]
