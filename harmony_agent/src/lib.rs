@@ -70,7 +70,7 @@ pub async fn cli_main() {
     harmony_agent_protocol::logging::init(config.verbose);
     let (tx, rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        shutdown_signal().await;
+        harmony_agent_protocol::signal::shutdown_signal().await;
         log::info!("signal received: finishing in-flight requests, then stopping");
         let _ = tx.send(true);
     });
@@ -79,19 +79,4 @@ pub async fn cli_main() {
         eprintln!("error: {e}");
         std::process::exit(e.exit_code());
     }
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

@@ -33,6 +33,8 @@ pub mod tenancy;
 
 #[cfg(feature = "logging")]
 pub mod logging;
+#[cfg(feature = "signal")]
+pub mod signal;
 
 use serde::{Deserialize, Serialize};
 

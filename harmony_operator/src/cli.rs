@@ -72,23 +72,9 @@ async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
     kube::Client::try_from(config).map_err(|e| describe_error(&e))
 }
 
-/// Resolves on SIGTERM (what Kubernetes sends a pod) or Ctrl-C.
+/// SIGTERM or Ctrl-C, logged.
 async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                log::warn!("cannot listen for SIGTERM: {e}");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = term => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
+    harmony_agent_protocol::signal::shutdown_signal().await;
     log::info!("shutting down on signal");
 }
 
