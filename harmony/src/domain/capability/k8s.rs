@@ -272,6 +272,50 @@ pub enum WaitOutcome {
     },
 }
 
+impl WaitCondition {
+    /// Reads the object with `get` every `poll` until the condition holds or `timeout` passes:
+    /// the loop of every [`K8sClient::wait_for`]. Errors a wait rides out, as `kubectl wait`
+    /// does (unreachable, timed out, rejected, forbidden, not found), become the last thing
+    /// seen; any other ends the wait. The timeout names `waited_for` and the last thing seen.
+    pub async fn poll<F, Fut>(
+        &self,
+        waited_for: String,
+        timeout: Duration,
+        poll: Duration,
+        mut get: F,
+    ) -> Result<WaitOutcome, CapabilityError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Option<K8sObject>, CapabilityError>>,
+    {
+        let started = std::time::Instant::now();
+        loop {
+            let last_seen = match get().await {
+                Ok(current) => match self.check(current.as_ref()) {
+                    Ok(()) => return Ok(WaitOutcome::Satisfied),
+                    Err(seen) => seen,
+                },
+                Err(
+                    e @ (CapabilityError::Unreachable { .. }
+                    | CapabilityError::Timeout { .. }
+                    | CapabilityError::Rejected { .. }
+                    | CapabilityError::Forbidden { .. }
+                    | CapabilityError::NotFound { .. }),
+                ) => format!("error: {e}"),
+                Err(e) => return Err(e),
+            };
+            if started.elapsed() >= timeout {
+                return Err(CapabilityError::Timeout {
+                    waited_for,
+                    after: timeout,
+                    last_seen,
+                });
+            }
+            tokio::time::sleep(poll).await;
+        }
+    }
+}
+
 /// An apply that stopped part-way: what was applied before, and the error.
 #[derive(Debug, thiserror::Error)]
 #[error("{error}")]
@@ -359,6 +403,71 @@ impl<K: K8sClient + ?Sized> K8sClient for &K {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn a_wait_rides_out_transient_errors_and_ends_on_others() {
+        let ready = K8sObject::new(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"},
+            "status": {"conditions": [{"type": "Available", "status": "True"}]}}))
+        .unwrap();
+        let available = WaitCondition::condition("Available");
+        let tick = Duration::from_millis(1);
+        // A rejected read (an admission webhook restarting) is ridden out.
+        let mut reads = vec![
+            Ok(Some(ready.clone())),
+            Err(CapabilityError::Rejected {
+                object: "web".into(),
+                server: "test".into(),
+                message: "webhook unavailable".into(),
+            }),
+        ];
+        let outcome = available
+            .poll(
+                "Available on web".into(),
+                Duration::from_secs(5),
+                tick,
+                || {
+                    let next = reads.pop().expect("read again after satisfied");
+                    async move { next }
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(outcome, WaitOutcome::Satisfied);
+        // A conflict is no transient state: the wait ends with it.
+        let e = available
+            .poll(
+                "Available on web".into(),
+                Duration::from_secs(5),
+                tick,
+                || async {
+                    Err(CapabilityError::Conflict {
+                        object: "web".into(),
+                        manager: "other".into(),
+                        fields: ".spec".into(),
+                    })
+                },
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(e, CapabilityError::Conflict { .. }), "{e}");
+        // Out of time: the timeout names what was awaited and the last error seen.
+        let e = available
+            .poll("Available on web".into(), Duration::ZERO, tick, || async {
+                Err(CapabilityError::NotFound {
+                    object: "web".into(),
+                    server: "test".into(),
+                    message: "namespace shop not found".into(),
+                })
+            })
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Available on web") && e.contains("namespace shop not found"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_wait_condition_says_what_it_saw_instead() {

@@ -496,26 +496,14 @@ impl K8sClient for AgentTopology {
         condition: &WaitCondition,
         timeout: Duration,
     ) -> Result<WaitOutcome, CapabilityError> {
-        let started = Instant::now();
-        loop {
-            let last_seen = match self.get(object).await {
-                Ok(current) => match condition.check(current.as_ref()) {
-                    Ok(()) => return Ok(WaitOutcome::Satisfied),
-                    Err(seen) => seen,
-                },
-                Err(e @ CapabilityError::Unreachable { .. })
-                | Err(e @ CapabilityError::Timeout { .. }) => format!("error: {e}"),
-                Err(e) => return Err(e),
-            };
-            if started.elapsed() >= timeout {
-                return Err(CapabilityError::Timeout {
-                    waited_for: format!("{condition} on {object} in region {}", self.region),
-                    after: timeout,
-                    last_seen,
-                });
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
+        condition
+            .poll(
+                format!("{condition} on {object} in region {}", self.region),
+                timeout,
+                POLL_INTERVAL,
+                || self.get(object),
+            )
+            .await
     }
 }
 

@@ -8,7 +8,7 @@ use kube::api::{
 use kube::discovery::Scope;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::applyset::{ApplySet, Contents, PART_OF, split_group_kind};
 use super::error::{describe, map};
@@ -756,29 +756,14 @@ impl K8sClient for K8sTopology {
         condition: &WaitCondition,
         timeout: Duration,
     ) -> Result<WaitOutcome, CapabilityError> {
-        let started = Instant::now();
-        loop {
-            // A wait rides out transient API errors (as kubectl wait does) and reports the last one.
-            let last_seen = match self.get(object).await {
-                Ok(current) => match condition.check(current.as_ref()) {
-                    Ok(()) => return Ok(WaitOutcome::Satisfied),
-                    Err(seen) => seen,
-                },
-                Err(e @ CapabilityError::Unreachable { .. })
-                | Err(e @ CapabilityError::Rejected { .. })
-                | Err(e @ CapabilityError::Forbidden { .. })
-                | Err(e @ CapabilityError::NotFound { .. }) => format!("error: {e}"),
-                Err(e) => return Err(e),
-            };
-            if started.elapsed() >= timeout {
-                return Err(CapabilityError::Timeout {
-                    waited_for: format!("{condition} on {object}"),
-                    after: timeout,
-                    last_seen,
-                });
-            }
-            tokio::time::sleep(POLL_INTERVAL).await;
-        }
+        condition
+            .poll(
+                format!("{condition} on {object}"),
+                timeout,
+                POLL_INTERVAL,
+                || self.get(object),
+            )
+            .await
     }
 
     fn apply_progress(&self, what: &str) -> String {
