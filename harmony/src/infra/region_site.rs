@@ -8,13 +8,12 @@ use std::time::Duration;
 
 use crate::domain::capability::{
     ApplyFailure, ApplyOptions, BootstrapGrant, CapabilityError, K8sClient, K8sObject, ObjectRef,
-    ProjectQuota, ProjectState, RegionAdmin, RegionState, TenantAdmin, TenantState, WaitCondition,
-    WaitOutcome, ZoneState,
+    RegionAdmin, RegionState, TenantAdmin, WaitCondition, WaitOutcome, ZoneState,
 };
 use crate::domain::{ExecutionMode, ObjectChange, PreparationError, PreparationOutcome, Topology};
 use crate::infra::agent::ControlPlaneClient;
 use crate::infra::kube::K8sTopology;
-use harmony_types::{Dns1123Label, RegionId, ZoneId};
+use harmony_types::{RegionId, ZoneId};
 
 /// A site's direct topology (`K8sTopology` by default; any `Topology + K8sClient`, borrowed
 /// ones included) plus the control plane's admin client: `K8sClient` goes to the site,
@@ -140,51 +139,4 @@ impl<S: Send + Sync, A: RegionAdmin> RegionAdmin for RegionSiteTopology<S, A> {
     }
 }
 
-#[async_trait]
-impl<S: Send + Sync, A: TenantAdmin> TenantAdmin for RegionSiteTopology<S, A> {
-    fn tenancy_url(&self) -> &str {
-        self.admin.tenancy_url()
-    }
-
-    async fn tenant(&self, tenant: &Dns1123Label) -> Result<Option<TenantState>, CapabilityError> {
-        self.admin.tenant(tenant).await
-    }
-
-    async fn ensure_tenant(&self, tenant: &Dns1123Label) -> Result<bool, CapabilityError> {
-        self.admin.ensure_tenant(tenant).await
-    }
-
-    async fn set_tenant_cap(
-        &self,
-        tenant: &Dns1123Label,
-        region: &RegionId,
-        cap: &ProjectQuota,
-    ) -> Result<(), CapabilityError> {
-        self.admin.set_tenant_cap(tenant, region, cap).await
-    }
-
-    async fn ensure_project(
-        &self,
-        tenant: &Dns1123Label,
-        project: &Dns1123Label,
-        namespace: Option<&Dns1123Label>,
-    ) -> Result<bool, CapabilityError> {
-        self.admin.ensure_project(tenant, project, namespace).await
-    }
-
-    async fn set_project_quota(
-        &self,
-        tenant: &Dns1123Label,
-        project: &Dns1123Label,
-        region: &RegionId,
-        quota: &ProjectQuota,
-    ) -> Result<(), CapabilityError> {
-        self.admin
-            .set_project_quota(tenant, project, region, quota)
-            .await
-    }
-
-    async fn projects(&self, tenant: &Dns1123Label) -> Result<Vec<ProjectState>, CapabilityError> {
-        self.admin.projects(tenant).await
-    }
-}
+crate::forward_tenant_admin!([S: Send + Sync, A: TenantAdmin] RegionSiteTopology<S, A>, |s| s.admin);

@@ -3,12 +3,9 @@
 
 use async_trait::async_trait;
 
-use crate::domain::capability::{
-    CapabilityError, ProjectQuota, ProjectState, TenantAdmin, TenantState,
-};
+use crate::domain::capability::TenantAdmin;
 use crate::domain::{ExecutionMode, PreparationError, PreparationOutcome, Topology};
 use crate::infra::agent::ControlPlaneClient;
-use harmony_types::{Dns1123Label, RegionId};
 
 /// The control plane reached with its admin client (`ControlPlaneClient` by default, borrowed
 /// ones included): `TenantAdmin` and nothing else. Named `control-plane`; applies by default.
@@ -56,51 +53,4 @@ impl<A: Send + Sync> Topology for TenantAdminTopology<A> {
     }
 }
 
-#[async_trait]
-impl<A: TenantAdmin> TenantAdmin for TenantAdminTopology<A> {
-    fn tenancy_url(&self) -> &str {
-        self.admin.tenancy_url()
-    }
-
-    async fn tenant(&self, tenant: &Dns1123Label) -> Result<Option<TenantState>, CapabilityError> {
-        self.admin.tenant(tenant).await
-    }
-
-    async fn ensure_tenant(&self, tenant: &Dns1123Label) -> Result<bool, CapabilityError> {
-        self.admin.ensure_tenant(tenant).await
-    }
-
-    async fn set_tenant_cap(
-        &self,
-        tenant: &Dns1123Label,
-        region: &RegionId,
-        cap: &ProjectQuota,
-    ) -> Result<(), CapabilityError> {
-        self.admin.set_tenant_cap(tenant, region, cap).await
-    }
-
-    async fn ensure_project(
-        &self,
-        tenant: &Dns1123Label,
-        project: &Dns1123Label,
-        namespace: Option<&Dns1123Label>,
-    ) -> Result<bool, CapabilityError> {
-        self.admin.ensure_project(tenant, project, namespace).await
-    }
-
-    async fn set_project_quota(
-        &self,
-        tenant: &Dns1123Label,
-        project: &Dns1123Label,
-        region: &RegionId,
-        quota: &ProjectQuota,
-    ) -> Result<(), CapabilityError> {
-        self.admin
-            .set_project_quota(tenant, project, region, quota)
-            .await
-    }
-
-    async fn projects(&self, tenant: &Dns1123Label) -> Result<Vec<ProjectState>, CapabilityError> {
-        self.admin.projects(tenant).await
-    }
-}
+crate::forward_tenant_admin!([A: TenantAdmin] TenantAdminTopology<A>, |s| s.admin);

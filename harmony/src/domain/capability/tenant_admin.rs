@@ -86,52 +86,86 @@ pub trait TenantAdmin: Send + Sync {
     async fn projects(&self, tenant: &Dns1123Label) -> Result<Vec<ProjectState>, CapabilityError>;
 }
 
-/// A borrowed tenant administrator is one.
-#[async_trait]
-impl<A: TenantAdmin + ?Sized> TenantAdmin for &A {
-    fn tenancy_url(&self) -> &str {
-        (**self).tenancy_url()
-    }
+/// Implements [`TenantAdmin`] for a type by forwarding every call to the administrator that
+/// `|s| expr` reaches from `s` (`&Self`): one copy of the forwarding for every topology that
+/// carries an administrator, and for references.
+///
+/// `forward_tenant_admin!([<A: TenantAdmin>] MyTopology<A>, |s| s.admin);`
+#[macro_export]
+macro_rules! forward_tenant_admin {
+    ([$($generics:tt)*] $ty:ty, |$s:ident| $admin:expr) => {
+        #[async_trait::async_trait]
+        impl<$($generics)*> $crate::domain::capability::TenantAdmin for $ty {
+            fn tenancy_url(&self) -> &str {
+                let $s = self;
+                ($admin).tenancy_url()
+            }
 
-    async fn tenant(&self, tenant: &Dns1123Label) -> Result<Option<TenantState>, CapabilityError> {
-        (**self).tenant(tenant).await
-    }
+            async fn tenant(
+                &self,
+                tenant: &$crate::types::Dns1123Label,
+            ) -> Result<
+                Option<$crate::domain::capability::TenantState>,
+                $crate::domain::capability::CapabilityError,
+            > {
+                let $s = self;
+                ($admin).tenant(tenant).await
+            }
 
-    async fn ensure_tenant(&self, tenant: &Dns1123Label) -> Result<bool, CapabilityError> {
-        (**self).ensure_tenant(tenant).await
-    }
+            async fn ensure_tenant(
+                &self,
+                tenant: &$crate::types::Dns1123Label,
+            ) -> Result<bool, $crate::domain::capability::CapabilityError> {
+                let $s = self;
+                ($admin).ensure_tenant(tenant).await
+            }
 
-    async fn set_tenant_cap(
-        &self,
-        tenant: &Dns1123Label,
-        region: &RegionId,
-        cap: &ProjectQuota,
-    ) -> Result<(), CapabilityError> {
-        (**self).set_tenant_cap(tenant, region, cap).await
-    }
+            async fn set_tenant_cap(
+                &self,
+                tenant: &$crate::types::Dns1123Label,
+                region: &$crate::types::RegionId,
+                cap: &$crate::domain::capability::ProjectQuota,
+            ) -> Result<(), $crate::domain::capability::CapabilityError> {
+                let $s = self;
+                ($admin).set_tenant_cap(tenant, region, cap).await
+            }
 
-    async fn ensure_project(
-        &self,
-        tenant: &Dns1123Label,
-        project: &Dns1123Label,
-        namespace: Option<&Dns1123Label>,
-    ) -> Result<bool, CapabilityError> {
-        (**self).ensure_project(tenant, project, namespace).await
-    }
+            async fn ensure_project(
+                &self,
+                tenant: &$crate::types::Dns1123Label,
+                project: &$crate::types::Dns1123Label,
+                namespace: Option<&$crate::types::Dns1123Label>,
+            ) -> Result<bool, $crate::domain::capability::CapabilityError> {
+                let $s = self;
+                ($admin).ensure_project(tenant, project, namespace).await
+            }
 
-    async fn set_project_quota(
-        &self,
-        tenant: &Dns1123Label,
-        project: &Dns1123Label,
-        region: &RegionId,
-        quota: &ProjectQuota,
-    ) -> Result<(), CapabilityError> {
-        (**self)
-            .set_project_quota(tenant, project, region, quota)
-            .await
-    }
+            async fn set_project_quota(
+                &self,
+                tenant: &$crate::types::Dns1123Label,
+                project: &$crate::types::Dns1123Label,
+                region: &$crate::types::RegionId,
+                quota: &$crate::domain::capability::ProjectQuota,
+            ) -> Result<(), $crate::domain::capability::CapabilityError> {
+                let $s = self;
+                ($admin)
+                    .set_project_quota(tenant, project, region, quota)
+                    .await
+            }
 
-    async fn projects(&self, tenant: &Dns1123Label) -> Result<Vec<ProjectState>, CapabilityError> {
-        (**self).projects(tenant).await
-    }
+            async fn projects(
+                &self,
+                tenant: &$crate::types::Dns1123Label,
+            ) -> Result<
+                Vec<$crate::domain::capability::ProjectState>,
+                $crate::domain::capability::CapabilityError,
+            > {
+                let $s = self;
+                ($admin).projects(tenant).await
+            }
+        }
+    };
 }
+
+// A borrowed tenant administrator is one.
+forward_tenant_admin!([A: TenantAdmin + ?Sized] &A, |s| **s);
