@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::cluster_access::{ClusterAccess, object_ref};
-use super::{Provider, ProviderError, SpecReader, labels, namespace_of, status};
+use super::kube_backed::KubeBacked;
+use super::{ProviderError, SpecReader, labels, status};
 use crate::cluster::Cluster;
 
 /// The provider's name.
@@ -186,29 +187,30 @@ impl ContainerProvider {
             cluster: ClusterAccess::new(cluster, NAME),
         }
     }
-
-    async fn read(&self, id: &str, namespace: &str) -> Result<InstanceStatus, ProviderError> {
-        let d = self.cluster.get(&deployment_ref(namespace, id)).await?;
-        Ok(status_of(id, namespace, d.as_ref()))
-    }
 }
 
 #[async_trait]
-impl Provider for ContainerProvider {
-    fn name(&self) -> &str {
-        NAME
+impl KubeBacked for ContainerProvider {
+    const NAME: &'static str = NAME;
+    const SERVICE_TYPE: &'static str = SERVICE_TYPE;
+
+    fn cluster(&self) -> &ClusterAccess {
+        &self.cluster
     }
 
-    fn service_types(&self) -> Vec<String> {
-        vec![SERVICE_TYPE.into()]
+    fn primary(namespace: &str, id: &str) -> ObjectRef {
+        deployment_ref(namespace, id)
     }
 
-    async fn create(
-        &self,
-        id: &str,
-        _service_type: &str,
-        spec: &Value,
-    ) -> Result<InstanceStatus, ProviderError> {
+    fn owned(namespace: &str, id: &str) -> Vec<ObjectRef> {
+        vec![service_ref(namespace, id), deployment_ref(namespace, id)]
+    }
+
+    fn status_of(id: &str, namespace: &str, primary: Option<&Value>) -> InstanceStatus {
+        status_of(id, namespace, primary)
+    }
+
+    async fn converge(&self, id: &str, spec: &Value) -> Result<String, ProviderError> {
         let spec = ContainerSpec::parse(spec)?;
         self.cluster.apply(manifests(id, &spec)).await?;
         if spec.port.is_none() {
@@ -220,33 +222,7 @@ impl Provider for ContainerProvider {
                 .await
                 .map_err(|e| self.cluster.err(e))?;
         }
-        self.read(id, &spec.namespace).await
-    }
-
-    async fn delete(
-        &self,
-        id: &str,
-        _service_type: &str,
-        spec: &Value,
-    ) -> Result<InstanceStatus, ProviderError> {
-        let ns = namespace_of(spec);
-        let deployment = deployment_ref(&ns, id);
-        self.cluster
-            .delete_all(
-                &[service_ref(&ns, id), deployment.clone()],
-                &deployment,
-                |d| status_of(id, &ns, d),
-            )
-            .await
-    }
-
-    async fn status(
-        &self,
-        id: &str,
-        _service_type: &str,
-        spec: &Value,
-    ) -> Result<InstanceStatus, ProviderError> {
-        self.read(id, &namespace_of(spec)).await
+        Ok(spec.namespace)
     }
 }
 

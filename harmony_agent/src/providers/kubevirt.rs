@@ -8,7 +8,8 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 use super::cluster_access::{ClusterAccess, object_ref};
-use super::{Provider, ProviderError, SpecReader, labels, namespace_of, status};
+use super::kube_backed::KubeBacked;
+use super::{ProviderError, SpecReader, labels, namespace_of, status};
 use crate::cluster::Cluster;
 
 /// The provider's name.
@@ -90,53 +91,32 @@ impl KubevirtProvider {
             cluster: ClusterAccess::new(cluster, NAME),
         }
     }
-
-    async fn read(&self, id: &str, namespace: &str) -> Result<InstanceStatus, ProviderError> {
-        let vm = self.cluster.get(&vm_ref(namespace, id)).await?;
-        Ok(status_of(id, namespace, vm.as_ref()))
-    }
 }
 
 #[async_trait]
-impl Provider for KubevirtProvider {
-    fn name(&self) -> &str {
-        NAME
+impl KubeBacked for KubevirtProvider {
+    const NAME: &'static str = NAME;
+    const SERVICE_TYPE: &'static str = SERVICE_TYPE;
+
+    fn cluster(&self) -> &ClusterAccess {
+        &self.cluster
     }
 
-    fn service_types(&self) -> Vec<String> {
-        vec![SERVICE_TYPE.into()]
+    fn primary(namespace: &str, id: &str) -> ObjectRef {
+        vm_ref(namespace, id)
     }
 
-    async fn create(
-        &self,
-        id: &str,
-        _service_type: &str,
-        spec: &Value,
-    ) -> Result<InstanceStatus, ProviderError> {
+    fn owned(namespace: &str, id: &str) -> Vec<ObjectRef> {
+        vec![vm_ref(namespace, id)]
+    }
+
+    fn status_of(id: &str, namespace: &str, primary: Option<&Value>) -> InstanceStatus {
+        status_of(id, namespace, primary)
+    }
+
+    async fn converge(&self, id: &str, spec: &Value) -> Result<String, ProviderError> {
         self.cluster.apply(vec![manifest(id, spec)?]).await?;
-        self.read(id, &namespace_of(spec)).await
-    }
-
-    async fn delete(
-        &self,
-        id: &str,
-        _service_type: &str,
-        spec: &Value,
-    ) -> Result<InstanceStatus, ProviderError> {
-        let ns = namespace_of(spec);
-        let vm = vm_ref(&ns, id);
-        self.cluster
-            .delete_all(std::slice::from_ref(&vm), &vm, |v| status_of(id, &ns, v))
-            .await
-    }
-
-    async fn status(
-        &self,
-        id: &str,
-        _service_type: &str,
-        spec: &Value,
-    ) -> Result<InstanceStatus, ProviderError> {
-        self.read(id, &namespace_of(spec)).await
+        Ok(namespace_of(spec))
     }
 }
 

@@ -8,6 +8,7 @@ pub mod cluster_access;
 pub mod container;
 pub mod discovery;
 pub mod external;
+pub mod kube_backed;
 pub mod kubevirt;
 pub mod postgresql;
 pub mod registry;

@@ -9,7 +9,8 @@ use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
 use super::cluster_access::{ClusterAccess, object_ref};
-use super::{Provider, ProviderError, SpecReader, namespace_of, status};
+use super::kube_backed::KubeBacked;
+use super::{ProviderError, SpecReader, status};
 use crate::cluster::Cluster;
 
 /// The provider's name.
@@ -111,29 +112,34 @@ impl PostgresProvider {
             cluster: ClusterAccess::new(cluster, NAME),
         }
     }
-
-    async fn read(&self, id: &str, namespace: &str) -> Result<InstanceStatus, ProviderError> {
-        let c = self.cluster.get(&cluster_ref(namespace, id)).await?;
-        Ok(status_of(id, namespace, c.as_ref()))
-    }
 }
 
 #[async_trait]
-impl Provider for PostgresProvider {
-    fn name(&self) -> &str {
-        NAME
+impl KubeBacked for PostgresProvider {
+    const NAME: &'static str = NAME;
+    const SERVICE_TYPE: &'static str = SERVICE_TYPE;
+
+    fn cluster(&self) -> &ClusterAccess {
+        &self.cluster
     }
 
-    fn service_types(&self) -> Vec<String> {
-        vec![SERVICE_TYPE.into()]
+    fn primary(namespace: &str, id: &str) -> ObjectRef {
+        cluster_ref(namespace, id)
     }
 
-    async fn create(
-        &self,
-        id: &str,
-        _service_type: &str,
-        spec: &Value,
-    ) -> Result<InstanceStatus, ProviderError> {
+    /// The ownership record only lists members; without it the owner is forgotten.
+    fn owned(namespace: &str, id: &str) -> Vec<ObjectRef> {
+        vec![
+            cluster_ref(namespace, id),
+            harmony::infra::kube::ownership_record(&owner(id)),
+        ]
+    }
+
+    fn status_of(id: &str, namespace: &str, primary: Option<&Value>) -> InstanceStatus {
+        status_of(id, namespace, primary)
+    }
+
+    async fn converge(&self, id: &str, spec: &Value) -> Result<String, ProviderError> {
         let cluster = cluster_from_spec(id, spec)?;
         self.cluster
             .topology()
@@ -141,33 +147,7 @@ impl Provider for PostgresProvider {
             .apply_cluster(&cluster, &owner(id))
             .await
             .map_err(|f| self.cluster.err(f.error))?;
-        self.read(id, cluster.namespace.as_str()).await
-    }
-
-    async fn delete(
-        &self,
-        id: &str,
-        _service_type: &str,
-        spec: &Value,
-    ) -> Result<InstanceStatus, ProviderError> {
-        let ns = namespace_of(spec);
-        let cluster = cluster_ref(&ns, id);
-        // The ownership record only lists members; without it the owner is forgotten.
-        let record = harmony::infra::kube::ownership_record(&owner(id));
-        self.cluster
-            .delete_all(&[cluster.clone(), record], &cluster, |c| {
-                status_of(id, &ns, c)
-            })
-            .await
-    }
-
-    async fn status(
-        &self,
-        id: &str,
-        _service_type: &str,
-        spec: &Value,
-    ) -> Result<InstanceStatus, ProviderError> {
-        self.read(id, &namespace_of(spec)).await
+        Ok(cluster.namespace.as_str().to_string())
     }
 }
 
