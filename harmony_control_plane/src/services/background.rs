@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{ControlPlane, instances, log_store, sessions, settle};
+use super::{ControlPlane, instance_requests, instances, log_store, sessions};
 use crate::store::{Event, next_event, now_ms};
 
 /// How often each replica looks for requests whose `RequestQueued` event it may have missed.
@@ -93,7 +93,7 @@ async fn route_events(cp: Arc<ControlPlane>) {
             }
             // Only an instance's create or delete needs anything done; applying its answer
             // reads and writes the store, so not on this loop.
-            Event::RequestDone { id } if settle::parse_request_id(&id).is_some() => {
+            Event::RequestDone { id } if instance_requests::parse_request_id(&id).is_some() => {
                 let cp = cp.clone();
                 tokio::spawn(async move {
                     if let Err(e) = instances::on_request_done(&cp, &id).await {

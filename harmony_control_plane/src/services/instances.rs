@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::instance_ids::{self, MAX_TENANT_ID_CHARS};
+use super::instance_requests::{self, Answer, Verb};
 use super::placement::{self, Placement, RegionOffers};
-use super::settle::{self, Answer, Verb};
 use super::{ControlPlane, requests};
 use crate::store::{Outcome, ServiceRecord, StoreError, now_ms};
 
@@ -234,10 +234,10 @@ pub async fn create(cp: &ControlPlane, new: NewInstance) -> Result<Created, Inst
             );
             insert(cp, &rec, &name).await?;
             log::info!("service instance {id} ({t}): placed in region {region}, dispatching");
-            let answered = match settle::send_or_fail(cp, &rec, Verb::Create).await? {
+            let answered = match instance_requests::send_or_fail(cp, &rec, Verb::Create).await? {
                 Some(accepted) => match requests::wait_answer(cp, &accepted, ANSWER_WAIT).await {
                     Ok(res) => {
-                        settle::apply(cp, &rec, Verb::Create, Answer::Res(res)).await?;
+                        instance_requests::apply(cp, &rec, Verb::Create, Answer::Res(res)).await?;
                         true
                     }
                     Err(_) => false,
@@ -256,7 +256,7 @@ pub async fn create(cp: &ControlPlane, new: NewInstance) -> Result<Created, Inst
             })
         }
         Placement::Queue { region, why } => {
-            let detail = settle::queued_detail(&why, &name, &region, &t);
+            let detail = instance_requests::queued_detail(&why, &name, &region, &t);
             let rec = record(&region, InstanceState::Queued, detail, 0);
             insert(cp, &rec, &name).await?;
             log::info!("service instance {id} ({t}): queued for region {region}: {why}");
@@ -394,10 +394,12 @@ pub async fn delete(cp: &ControlPlane, id: &str) -> Result<Deleted, InstanceErro
                     .await?
                 {
                     log::info!("service instance {id}: deleting in region {}", rec.region);
-                    if let Some(accepted) = settle::send_or_fail(cp, &claimed, Verb::Delete).await?
+                    if let Some(accepted) =
+                        instance_requests::send_or_fail(cp, &claimed, Verb::Delete).await?
                         && let Ok(res) = requests::wait_answer(cp, &accepted, ANSWER_WAIT).await
                     {
-                        settle::apply(cp, &claimed, Verb::Delete, Answer::Res(res)).await?;
+                        instance_requests::apply(cp, &claimed, Verb::Delete, Answer::Res(res))
+                            .await?;
                     }
                     return Ok(match cp.store.service(id).await? {
                         None => Deleted::Gone(None),
@@ -461,7 +463,7 @@ pub async fn dispatch_queued(cp: &ControlPlane, only: Option<&str>) -> Result<()
                 rec.region,
                 rec.service_type
             );
-            settle::send_or_fail(cp, &claimed, Verb::Create).await?;
+            instance_requests::send_or_fail(cp, &claimed, Verb::Create).await?;
         }
     }
     Ok(())
@@ -473,7 +475,7 @@ pub async fn dispatch_queued(cp: &ControlPlane, only: Option<&str>) -> Result<()
 pub async fn reconcile(cp: &ControlPlane) -> Result<(), StoreError> {
     for state in [InstanceState::Pending, InstanceState::Deleting] {
         for rec in cp.store.services_in_state(state).await? {
-            settle::settle_if_answered(cp, &rec).await?;
+            instance_requests::settle_if_answered(cp, &rec).await?;
         }
     }
     Ok(())
@@ -481,14 +483,14 @@ pub async fn reconcile(cp: &ControlPlane) -> Result<(), StoreError> {
 
 /// Applies the answer of request `id` if it is an instance's running create or delete.
 pub async fn on_request_done(cp: &ControlPlane, id: &str) -> Result<(), StoreError> {
-    let Some((instance, verb, attempt)) = settle::parse_request_id(id) else {
+    let Some((instance, verb, attempt)) = instance_requests::parse_request_id(id) else {
         return Ok(());
     };
     if let Some(rec) = cp.store.service(instance).await?
         && rec.state == verb.state()
         && rec.attempts == attempt
     {
-        settle::settle_if_answered(cp, &rec).await?;
+        instance_requests::settle_if_answered(cp, &rec).await?;
     }
     Ok(())
 }

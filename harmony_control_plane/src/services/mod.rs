@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod health;
 pub mod identities;
 pub mod instance_ids;
+pub mod instance_requests;
 pub mod instances;
 pub mod page_sessions;
 pub mod placement;
@@ -17,7 +18,6 @@ pub mod regions;
 pub mod requests;
 pub mod scope;
 pub mod sessions;
-pub mod settle;
 pub mod tenancy;
 pub mod zones;
 

@@ -14,12 +14,12 @@
 pub mod postgres;
 pub mod sqlite;
 
-mod decide;
+mod credentials;
 pub mod quantity;
 pub mod tenancy;
 mod types;
 
-pub(crate) use decide::{BootstrapFacts, IdentityFacts, classify, merge_heartbeats};
+pub(crate) use credentials::{BootstrapFacts, IdentityFacts, classify, merge_heartbeats};
 
 pub use tenancy::{
     CapExceeded, CapSet, PageSession, ProjectCreated, ProjectRecord, QuotaSet, TenancyStore,
