@@ -1,7 +1,11 @@
 use harmony_types::{Dns1123Label, HostName, Id, IpAddress, Ipv4Cidr, MacAddress};
 
 use super::*;
-use crate::domain::capability::LogicalHost;
+use crate::domain::RunContext;
+use crate::domain::capability::{
+    BootEvent, BootPhase, ClusterLayout, HostInventory, LogicalHost, RoleRule,
+};
+use crate::domain::inventory::PhysicalHost;
 use crate::infra::http_boot::{BootFetch, ReportOutcome, ReportRefused};
 
 fn layout() -> ClusterLayout {
