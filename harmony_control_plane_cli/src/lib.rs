@@ -149,7 +149,13 @@ fn loopback(listen: SocketAddr) -> SocketAddr {
 async fn operator_clients(
     path: &Path,
     cli: &Cli,
-) -> Result<(kube::Client, harmony::infra::agent::ControlPlaneClient), String> {
+) -> Result<
+    (
+        kube::Client,
+        harmony::infra::control_plane::ControlPlaneClient,
+    ),
+    String,
+> {
     let client = operator_client(path).await?;
     let ca = match &cli.operator_ca {
         Some(p) => {
@@ -159,8 +165,9 @@ async fn operator_clients(
     };
     let admin = read_admin_token(&cli.control_plane.admin_token_file).map_err(|e| e.to_string())?;
     let url = format!("https://{}", loopback(cli.control_plane.listen));
-    let control_plane = harmony::infra::agent::ControlPlaneClient::new(&url, admin, ca.as_deref())
-        .map_err(|e| format!("the operator's client for {url}: {e}"))?;
+    let control_plane =
+        harmony::infra::control_plane::ControlPlaneClient::new(&url, admin, ca.as_deref())
+            .map_err(|e| format!("the operator's client for {url}: {e}"))?;
     Ok((client, control_plane))
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use harmony::domain::capability::{ApplyOptions, K8sClient, MultiSite};
 use harmony::domain::{ChangeAction, RunContext, Topology, WaitPolicy};
-use harmony::infra::agent::ControlPlaneClient;
+use harmony::infra::control_plane::ControlPlaneClient;
 use harmony::infra::kube::ownership_record;
 use harmony_modules::postgresql::{MultisitePostgreSQL, PostgreSQLResource};
 use harmony_modules::region::RegionAgent;

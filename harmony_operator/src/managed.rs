@@ -9,7 +9,7 @@ use std::fmt::Debug;
 use harmony::domain::capability::MultiSite;
 use harmony::domain::capability::postgresql::ReplicationReport;
 use harmony::domain::{InterpretError, Inventory, Outcome, Score};
-use harmony::infra::agent::ControlPlaneClient;
+use harmony::infra::control_plane::ControlPlaneClient;
 use harmony::infra::multi_site::MultiSiteTopology;
 use harmony::infra::region_site::RegionSiteTopology;
 use harmony_modules::postgresql::{PostgreSQLResource, PostgreSQLScore, ResourceStatus};

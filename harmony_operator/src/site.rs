@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use harmony::domain::RunContext;
 use harmony::domain::capability::SecretBytes;
-use harmony::infra::agent::{AgentTopology, ControlPlaneClient};
+use harmony::infra::control_plane::{AgentTopology, ControlPlaneClient};
 use harmony::infra::either::EitherTopology;
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::multi_site::MultiSiteTopology;

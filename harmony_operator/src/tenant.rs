@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use harmony::domain::capability::CapabilityError;
 use harmony::domain::{InterpretError, Inventory, Outcome, Score, ValidationError};
-use harmony::infra::agent::ControlPlaneClient;
+use harmony::infra::control_plane::ControlPlaneClient;
 use harmony::infra::tenant_admin::TenantAdminTopology;
 use harmony_modules::tenant::{Tenant, TenantScore};
 

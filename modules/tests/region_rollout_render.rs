@@ -6,7 +6,7 @@ use std::path::Path;
 
 use harmony::domain::capability::{BootstrapGrant, CapabilityError, RegionAdmin, RegionState};
 use harmony::domain::{ChangeAction, Inventory, Maestro, RunOptions, Score, ScoreStatus};
-use harmony::infra::agent::{ControlPlaneClient, SecretString};
+use harmony::infra::control_plane::{ControlPlaneClient, SecretString};
 use harmony::infra::region_site::RegionSiteTopology;
 use harmony::infra::render::RenderTopology;
 use harmony_modules::region::{RegionAgentRolloutScore, RegionAgentSpec};

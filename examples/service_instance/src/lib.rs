@@ -6,7 +6,9 @@ mod program;
 
 pub use program::cli_main;
 
-use harmony::infra::agent::{ControlPlaneClient, ControlPlaneError, NewService, ServiceInstance};
+use harmony::infra::control_plane::{
+    ControlPlaneClient, ControlPlaneError, NewService, ServiceInstance,
+};
 use std::time::{Duration, Instant};
 
 /// Why the instance did not become ready.

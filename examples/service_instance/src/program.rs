@@ -1,7 +1,7 @@
 //! The program: flags, the control-plane client, create and wait, print the record.
 
 use clap::Parser;
-use harmony::infra::agent::{ControlPlaneClient, ControlPlaneError, NewService};
+use harmony::infra::control_plane::{ControlPlaneClient, ControlPlaneError, NewService};
 use harmony_agent_protocol::SecretString;
 use harmony_types::{Dns1123Label, RegionId};
 use std::path::PathBuf;

@@ -3,14 +3,15 @@
 //! Kubernetes and render adapters are always built. Cargo features add the others, so a plain
 //! Kubernetes program does not compile their clients: `okd` (bare metal: `okd`, `bare_metal`,
 //! `dnsmasq`, `haproxy`, `http_boot`, `inventory_sqlite`, and `redfish`), `redfish` alone (BMC
-//! power control), `cnpg` (PostgreSQL on CloudNativePG) and `agent` (regions through the control plane: `agent`, `region_site`, `tenant_admin`).
+//! power control), `cnpg` (PostgreSQL on CloudNativePG) and `agent` (regions through the control plane: `control_plane` (its client and
+//! `AgentTopology`), `region_site`, `tenant_admin`).
 
-#[cfg(feature = "agent")]
-pub mod agent;
 #[cfg(feature = "okd")]
 pub mod bare_metal;
 #[cfg(feature = "cnpg")]
 pub mod cnpg;
+#[cfg(feature = "agent")]
+pub mod control_plane;
 pub mod default_topology;
 #[cfg(feature = "okd")]
 pub mod dnsmasq;

@@ -11,7 +11,7 @@ use crate::domain::capability::{
     RegionAdmin, RegionState, TenantAdmin, WaitCondition, WaitOutcome, ZoneState,
 };
 use crate::domain::{ExecutionMode, ObjectChange, PreparationError, PreparationOutcome, Topology};
-use crate::infra::agent::ControlPlaneClient;
+use crate::infra::control_plane::ControlPlaneClient;
 use crate::infra::kube::K8sTopology;
 use harmony_types::{RegionId, ZoneId};
 

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 
 use crate::domain::capability::TenantAdmin;
 use crate::domain::{ExecutionMode, PreparationError, PreparationOutcome, Topology};
-use crate::infra::agent::ControlPlaneClient;
+use crate::infra::control_plane::ControlPlaneClient;
 
 /// The control plane reached with its admin client (`ControlPlaneClient` by default, borrowed
 /// ones included): `TenantAdmin` and nothing else. Named `control-plane`; applies by default.

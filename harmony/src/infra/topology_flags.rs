@@ -3,7 +3,7 @@
 
 use crate::domain::flags::{FlagGroups, TopologyFlags};
 #[cfg(feature = "agent")]
-use crate::infra::agent::AgentTopology;
+use crate::infra::control_plane::AgentTopology;
 use crate::infra::either::EitherTopology;
 use crate::infra::kube::K8sTopology;
 use crate::infra::multi_site::MultiSiteTopology;

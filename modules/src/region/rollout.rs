@@ -11,7 +11,7 @@ use harmony::domain::{
     ExecutionMode, InterpretError, Inventory, ObjectChange, Outcome, Score, Topology,
     ValidationError, report_progress,
 };
-use harmony::infra::agent::SecretString;
+use harmony::infra::control_plane::SecretString;
 use harmony_types::{Dns1123Label, RegionId, Version, ZoneId};
 
 use super::manifests::{AGENT_NAME, AgentSpec, BOOTSTRAP_SECRET, manifests};

@@ -1,6 +1,6 @@
 // The same rollout on the site paired with the control plane's admin client compiles.
 use harmony::domain::{Inventory, Maestro, RunContext};
-use harmony::infra::agent::{ControlPlaneClient, SecretString};
+use harmony::infra::control_plane::{ControlPlaneClient, SecretString};
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::region_site::RegionSiteTopology;
 use harmony_modules::region::RegionAgentRolloutScore;

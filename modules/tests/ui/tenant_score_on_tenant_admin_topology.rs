@@ -2,7 +2,7 @@
 // a site paired with that client.
 use harmony::domain::capability::ProjectQuota;
 use harmony::domain::{Inventory, Maestro, RunContext};
-use harmony::infra::agent::{ControlPlaneClient, SecretString};
+use harmony::infra::control_plane::{ControlPlaneClient, SecretString};
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::region_site::RegionSiteTopology;
 use harmony::infra::tenant_admin::TenantAdminTopology;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use harmony::infra::agent::ControlPlaneClient;
+use harmony::infra::control_plane::ControlPlaneClient;
 use harmony_agent_protocol::SecretString;
 
 /// How long a control plane may take to accept connections.

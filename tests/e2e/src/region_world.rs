@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use harmony::domain::RunContext;
-use harmony::infra::agent::{AgentTopology, ControlPlaneClient, CreatedRegion, RegionStatus};
+use harmony::infra::control_plane::{
+    AgentTopology, ControlPlaneClient, CreatedRegion, RegionStatus,
+};
 use harmony::types::{RegionId, ZoneId};
 use harmony_agent_protocol::SecretString;
 

@@ -14,7 +14,7 @@
 use futures::{StreamExt, TryStreamExt};
 use harmony::domain::capability::{ApplyOptions, K8sClient, K8sObject};
 use harmony::domain::{RunContext, Topology};
-use harmony::infra::agent::ControlPlaneClient;
+use harmony::infra::control_plane::ControlPlaneClient;
 use harmony::types::{RegionId, ZoneId};
 use harmony_agent::exec::record;
 use harmony_agent_protocol::{RawJson, Req, Res, code};

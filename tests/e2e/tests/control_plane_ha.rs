@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use harmony::infra::agent::{ControlPlaneError, CreatedRegion, Health, RegionStatus};
+use harmony::infra::control_plane::{ControlPlaneError, CreatedRegion, Health, RegionStatus};
 use harmony::types::{RegionId, ZoneId};
 use harmony_agent_protocol::{MAX_FRAME_BYTES, Res, close};
 use harmony_api::{RequestState, RequestStatus};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use harmony::infra::agent::{ControlPlaneClient, Health};
+use harmony::infra::control_plane::{ControlPlaneClient, Health};
 use harmony::types::{RegionId, ZoneId};
 use harmony_agent_protocol::SecretString;
 use harmony_e2e::ApiServer;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use harmony::domain::capability::K8sClient;
 use harmony::domain::{ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreStatus};
-use harmony::infra::agent::AgentTopology;
+use harmony::infra::control_plane::AgentTopology;
 use harmony::types::Dns1123Label;
 use harmony_agent_protocol::{MAX_FRAME_BYTES, SecretString};
 use harmony_e2e::ApiServer;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use harmony::domain::{
     ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus, WaitPolicy,
 };
-use harmony::infra::agent::ControlPlaneClient;
+use harmony::infra::control_plane::ControlPlaneClient;
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::region_site::RegionSiteTopology;
 use harmony::types::{Dns1123Label, RegionId, ZoneId};

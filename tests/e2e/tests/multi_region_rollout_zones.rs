@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use harmony::domain::{
     ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus, WaitPolicy,
 };
-use harmony::infra::agent::{ControlPlaneClient, Health};
+use harmony::infra::control_plane::{ControlPlaneClient, Health};
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::region_site::RegionSiteTopology;
 use harmony::types::{Dns1123Label, RegionId, ZoneId};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use harmony::domain::RunContext;
 use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, K8sObject};
-use harmony::infra::agent::{
+use harmony::infra::control_plane::{
     AgentTopology, ControlPlaneClient, ControlPlaneError, NewService, RegionStatus,
 };
 use harmony::types::{RegionId, ZoneId};

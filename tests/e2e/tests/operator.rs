@@ -132,7 +132,7 @@ async fn client_for(server: &ApiServer) -> kube::Client {
 /// `control_plane` when given.
 async fn spawn_operator(
     cp: &ApiServer,
-    control_plane: Option<harmony::infra::agent::ControlPlaneClient>,
+    control_plane: Option<harmony::infra::control_plane::ControlPlaneClient>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(harmony_operator::run(
         client_for(cp).await,

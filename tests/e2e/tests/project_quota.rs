@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use harmony::domain::RunContext;
 use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, K8sObject};
-use harmony::infra::agent::{AgentTopology, ControlPlaneClient};
+use harmony::infra::control_plane::{AgentTopology, ControlPlaneClient};
 use harmony::types::{RegionId, ZoneId};
 use harmony_agent_protocol::tenancy::{
     LIMIT_RANGE_NAME, MANAGED_BY_LABEL, PROJECT_LABEL, ProjectQuota, QUOTA_NAME, TENANT_LABEL,

@@ -11,7 +11,9 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use harmony::infra::agent::{ControlPlaneClient, NewService, RegionStatus, ServiceInstance};
+use harmony::infra::control_plane::{
+    ControlPlaneClient, NewService, RegionStatus, ServiceInstance,
+};
 use harmony::types::{RegionId, ZoneId};
 use harmony_agent_protocol::ProviderHealth;
 use harmony_e2e::ApiServer;

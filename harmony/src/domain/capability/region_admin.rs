@@ -4,7 +4,7 @@
 //!
 //! A Score that brings a region under the control plane (the agent rollout) needs it; a topology
 //! offers it when it can reach the control plane's admin API. Traits and data only: the adapter
-//! over the control plane's HTTP API lives in `infra::agent`.
+//! over the control plane's HTTP API lives in `infra::control_plane`.
 
 use async_trait::async_trait;
 use std::fmt;

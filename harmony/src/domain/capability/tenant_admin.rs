@@ -3,7 +3,7 @@
 //!
 //! A Score that declares tenants (`TenantScore`) needs it; a topology offers it when it can
 //! reach the control plane's admin API. Traits and data only: the adapter over the control
-//! plane's HTTP API lives in `infra::agent`.
+//! plane's HTTP API lives in `infra::control_plane`.
 
 use async_trait::async_trait;
 use std::collections::BTreeMap;

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use harmony::infra::agent::{ControlPlaneClient, RegionStatus};
+use harmony::infra::control_plane::{ControlPlaneClient, RegionStatus};
 use harmony::types::{RegionId, ZoneId};
 use harmony_agent::backoff::Backoff;
 use harmony_agent_protocol::{

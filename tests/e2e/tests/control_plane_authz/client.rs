@@ -9,7 +9,7 @@ use serde_json::json;
 /// and refusals come back as `Status` errors carrying the server's words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_sets_tenants_up_and_acts_with_a_tenant_token() {
-    use harmony::infra::agent::{ControlPlaneClient, ControlPlaneError, SecretString};
+    use harmony::infra::control_plane::{ControlPlaneClient, ControlPlaneError, SecretString};
     use harmony_api::ProjectQuota;
     use std::time::Duration;
 

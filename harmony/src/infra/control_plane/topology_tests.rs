@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::domain::events::with_progress;
-use crate::infra::agent::tests::{Reply, TestServer, line, streaming};
+use crate::infra::control_plane::tests::{Reply, TestServer, line, streaming};
 use harmony_agent_protocol::Res;
 use harmony_api::ApiError;
 use std::sync::{Arc, Mutex};
