@@ -33,7 +33,7 @@ use x509_cert::der::Decode;
 use harmony::domain::capability::cluster_nodes::{
     KUBELET_CLIENT_SIGNER, KUBELET_SERVING_SIGNER, NODE_BOOTSTRAPPER,
 };
-use harmony::domain::capability::{BootEvent, HostInventory};
+use harmony::domain::capability::{BootEvent, BootPhase, HostInventory};
 use harmony::domain::inventory::{HostRole, RoleAssignment};
 use harmony::domain::operator::{OperatorHandle, Unattended};
 use harmony::domain::{Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus};
@@ -509,6 +509,21 @@ async fn only_bound_workers_csrs_are_approved_and_signed_until_kwok_makes_them_r
         Vec::<MacAddress>::new(),
         "the Nodes did not count as boot evidence"
     );
+    // ... and the last two phases of each worker's boot timeline, in the JSON report's data too.
+    for t in maestro.topology().timelines(&macs).await.unwrap() {
+        let boot = t.latest().expect("a boot");
+        let registered = boot.at(BootPhase::NodeRegistered);
+        let ready = boot.at(BootPhase::NodeReady);
+        assert!(
+            registered.is_some() && ready.is_some() && registered <= ready,
+            "{t:#?}"
+        );
+    }
+    let listed = report.data.as_ref().expect("timeline data")["timeline"].to_string();
+    for mac in macs {
+        assert!(listed.contains(&mac.to_string()), "{listed}");
+    }
+    assert!(listed.contains("node-ready"), "{listed}");
     assert!(
         report
             .message
