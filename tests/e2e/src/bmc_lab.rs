@@ -10,8 +10,9 @@
 //!   runs inside a network namespace ([`BmcLabOptions::netns`]), so its VMs can use tap
 //!   devices there ([`VmSpec::tap`]): then it runs in a private mount namespace where
 //!   `/dev/net/tun` may be opened by anyone, so that the unprivileged QEMU can attach to taps.
-//! - QEMU VMs of domain type `qemu` (software emulation: KVM crashed guests under libvirt on
-//!   the machines this was written on), each with one blank raw disk, one virtio NIC (a tap
+//! - QEMU VMs of domain type `kvm` when a guest runs under KVM ([`crate::accel`]) and the
+//!   unprivileged libvirtd may open `/dev/kvm`, `qemu` (software emulation) otherwise (on the
+//!   machines this was written on, KVM opens but stalls guests), each with one blank raw disk, one virtio NIC (a tap
 //!   when given, user-mode networking otherwise: a PXE override needs a NIC to point at) and
 //!   its serial console in a file ([`BmcLab::serial_log`]).
 //! - `sushy-emulator` from the venv `bash tests/redfish-bmc/install.sh` makes (see
@@ -502,8 +503,9 @@ impl BmcLab {
         let uuid = uuid
             .map(|u| format!("<uuid>{u}</uuid>"))
             .unwrap_or_default();
+        let domain_type = domain_type();
         let xml = format!(
-            "<domain type='qemu'>
+            "<domain type='{domain_type}'>
   <name>{name}</name>
   {uuid}
   <memory unit='MiB'>{mem}</memory>
@@ -889,4 +891,26 @@ fn run_with_timeout(cmd: &mut Command, what: &str) -> Result<(bool, String, Stri
     let hint = format!("; {INSTALL_HINT}");
     let ran = crate::command::run_bounded(cmd, what, COMMAND_TIMEOUT, &hint)?;
     Ok((ran.status.success(), ran.stdout, ran.stderr))
+}
+
+/// libvirt's domain type for the lab's VMs: `kvm` when guests run under KVM and every user may
+/// open `/dev/kvm` (libvirtd runs unprivileged), else `qemu`; said once.
+fn domain_type() -> &'static str {
+    use std::os::unix::fs::PermissionsExt;
+    static CHOSEN: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    CHOSEN.get_or_init(|| {
+        let accel = crate::accel::qemu_accel();
+        let open_to_all = std::fs::metadata("/dev/kvm")
+            .is_ok_and(|m| m.permissions().mode() & 0o006 == 0o006);
+        let chosen = if accel.name == "kvm" && open_to_all {
+            "kvm"
+        } else {
+            "qemu"
+        };
+        eprintln!(
+            "BMC lab: libvirt domain type {chosen} (accelerator {}: {}; /dev/kvm open to libvirtd's user: {open_to_all})",
+            accel.name, accel.why
+        );
+        chosen
+    })
 }

@@ -1,5 +1,6 @@
 //! Harness for end-to-end tests against real components started by the tests themselves.
 
+pub mod accel;
 pub mod agent_rbac;
 pub mod apiserver;
 pub mod bench;

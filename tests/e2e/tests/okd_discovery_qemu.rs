@@ -67,8 +67,7 @@ fn log_dir() -> PathBuf {
 }
 
 /// Starts QEMU in the lab's services namespace, its console (the serial port) in `console`,
-/// under software emulation: on nested virtualisation (this project's CI machines) KVM opens
-/// but stops the guest with "KVM internal error" in the iPXE ROM.
+/// under KVM when a guest runs under it, else software emulation ([`harmony_e2e::accel`]).
 fn boot(lab: &mut OkdLab, taps: &[String; 2], disks: &Path, console: &Path) -> Qemu {
     let drive = |name: &str| disks.join(format!("{name}.raw")).display().to_string();
     let out = std::fs::File::create(console).unwrap();
@@ -80,7 +79,7 @@ fn boot(lab: &mut OkdLab, taps: &[String; 2], disks: &Path, console: &Path) -> Q
             &[
                 "qemu-system-x86_64",
                 "-accel",
-                "tcg",
+                harmony_e2e::accel::qemu_accel().name,
                 "-m",
                 &MEMORY_MIB.to_string(),
                 "-smp",

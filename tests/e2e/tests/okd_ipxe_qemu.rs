@@ -56,7 +56,7 @@ async fn ipxe_firmware_fetches_the_workers_per_mac_script() {
             &[
                 "qemu-system-x86_64",
                 "-accel",
-                "tcg",
+                harmony_e2e::accel::qemu_accel().name,
                 "-m",
                 "128",
                 "-nographic",
