@@ -5,7 +5,8 @@ use harmony::infra::kube::KubeTarget;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{AgentError, backoff, connection, providers};
+use crate::error::AgentError;
+use crate::{backoff, connection, providers};
 
 /// Command-line configuration of the agent (every flag also reads an environment variable).
 #[derive(Debug, Clone, Parser)]

@@ -10,7 +10,7 @@ use harmony_agent_protocol::SecretString;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::AgentError;
+use crate::error::AgentError;
 
 /// The Secret key holding the identity.
 pub const SECRET_KEY: &str = "identity";

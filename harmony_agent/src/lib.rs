@@ -10,6 +10,7 @@ pub mod backoff;
 pub mod cluster;
 pub mod config;
 pub mod connection;
+mod error;
 pub mod exec;
 pub mod identity;
 pub mod probe;
@@ -22,46 +23,8 @@ pub use config::{
 
 use clap::Parser;
 
-/// Why the agent stopped or could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// A flag is wrong.
-    #[error("{field}: {problem}")]
-    Config {
-        /// The flag.
-        field: &'static str,
-        /// What is wrong and the fix.
-        problem: String,
-    },
-    /// The identity could not be read or stored.
-    #[error("{store}: {reason}")]
-    Identity {
-        /// The file or Secret.
-        store: String,
-        /// Why.
-        reason: String,
-    },
-    /// The control plane refused the agent for good (revoked, used or expired token...).
-    #[error("the control plane refused this agent (close code {code}): {reason}")]
-    Refused {
-        /// The WebSocket close code.
-        code: u16,
-        /// The control plane's reason.
-        reason: String,
-    },
-}
-
-impl AgentError {
-    /// The process exit code: 3 when refused by the control plane, 2 otherwise.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            AgentError::Refused { .. } => 3,
-            _ => 2,
-        }
-    }
-}
-
 pub use connection::run;
+pub use error::AgentError;
 
 /// The `harmony-agent` program: parse flags, log, run until SIGTERM/Ctrl-C (exit 0) or a
 /// refusal by the control plane (exit 3); configuration errors exit 2.

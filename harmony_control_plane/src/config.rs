@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::CpError;
+use crate::error::CpError;
 use crate::http::listener::Limits;
 use crate::services::{HealthPolicy, Settings};
 use crate::store::StoreConfig;

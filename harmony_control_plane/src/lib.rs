@@ -10,6 +10,7 @@
 //! program (package `harmony_control_plane_cli`) adds flags for the embedded operator.
 
 pub mod config;
+mod error;
 pub mod http;
 pub mod hub;
 pub mod services;
@@ -19,6 +20,7 @@ pub mod tls;
 pub mod tokens;
 
 pub use config::Config;
+pub use error::CpError;
 
 use harmony_agent_protocol::SecretString;
 use std::net::SocketAddr;
@@ -27,47 +29,6 @@ use tokio::net::TcpListener;
 
 use crate::http::listener::{self, Limits};
 use crate::services::ControlPlane;
-
-/// Why the control plane could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum CpError {
-    /// TLS material is unusable.
-    #[error("TLS {path}: {reason}")]
-    Tls {
-        /// The file at fault.
-        path: String,
-        /// What is wrong and what to give instead.
-        reason: String,
-    },
-    /// The admin token file is unusable.
-    #[error("admin token file {path}: {reason}")]
-    AdminToken {
-        /// The file.
-        path: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The state database failed.
-    #[error(transparent)]
-    Store(#[from] store::StoreError),
-    /// The listen address is unusable.
-    #[error("cannot listen on {addr}: {source}; pick a free address with --listen")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Flags contradict each other.
-    #[error("{field}: {problem}")]
-    Config {
-        /// The flag.
-        field: &'static str,
-        /// What is wrong and the fix.
-        problem: String,
-    },
-}
 
 /// Reads the admin token: the first line of `path`, at least 16 characters.
 pub fn read_admin_token(path: &std::path::Path) -> Result<SecretString, CpError> {

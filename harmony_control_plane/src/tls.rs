@@ -6,7 +6,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::CpError;
+use crate::error::CpError;
 
 /// Builds a rustls server config (ring provider, HTTP/1.1 ALPN) from a certificate chain and key.
 pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, CpError> {

@@ -9,7 +9,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::{CONNECT_TIMEOUT, Ws};
-use crate::AgentError;
+use crate::error::AgentError;
 
 /// The rustls client config the agent dials with: Harmony's one shared TLS setup
 /// (`harmony_http`, ring provider) trusting `ca_bundle`, or the system roots.

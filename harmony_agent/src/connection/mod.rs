@@ -18,14 +18,15 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::WebSocketStream;
 
+use crate::Config;
 use crate::cluster::Cluster;
+use crate::error::AgentError;
 use crate::exec::record_store::RecordStore;
 use crate::exec::{DedupeWindow, Executor};
 use crate::identity::{IdentityStore, StoredIdentity};
 use crate::probe::Readiness;
 use crate::providers::api::ApiState;
 use crate::providers::registry::Registry;
-use crate::{AgentError, Config};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);

@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::renewal::{self, now_ms};
 use super::{CONNECT_TIMEOUT, DRAIN_TIMEOUT, End, Fallback, Ws, dial};
-use crate::AgentError;
+use crate::error::AgentError;
 use crate::exec::limits;
 use crate::identity::StoredIdentity;
 
