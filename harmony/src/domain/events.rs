@@ -3,7 +3,7 @@
 use serde::Serialize;
 use std::sync::Arc;
 
-use super::maestro::ScoreStatus;
+use super::outcome::ScoreStatus;
 use super::topology::PreparationOutcome;
 
 /// Something that happened during a run, delivered to every subscriber in order.

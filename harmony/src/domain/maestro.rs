@@ -7,33 +7,10 @@ use tokio::sync::OnceCell;
 
 use super::events::{EventSink, HarmonyEvent, with_progress};
 use super::inventory::Inventory;
-use super::outcome::{ObjectChange, OutcomeStatus};
-use super::score::{Score, ValidationError};
+use super::outcome::{ObjectChange, ScoreStatus};
+use super::score::Score;
 use super::topology::{PreparationError, PreparationOutcome, Topology};
-
-/// How a Score ended in a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ScoreStatus {
-    /// Changes were made (or planned).
-    Success,
-    /// Nothing needed changing.
-    Noop,
-    /// The Score failed.
-    Failed,
-    /// Not run because an earlier Score failed.
-    Skipped,
-}
-
-impl From<OutcomeStatus> for ScoreStatus {
-    fn from(s: OutcomeStatus) -> Self {
-        match s {
-            OutcomeStatus::Success => ScoreStatus::Success,
-            OutcomeStatus::Noop => ScoreStatus::Noop,
-            OutcomeStatus::Failed => ScoreStatus::Failed,
-        }
-    }
-}
+use super::validation::ValidationError;
 
 /// The result of one Score in a run.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -13,14 +13,17 @@ pub mod outcome;
 pub mod redact;
 pub mod score;
 pub mod topology;
+pub mod validation;
 
 pub use events::{HarmonyEvent, capture_progress, report_progress};
 pub use interpret::{Interpret, InterpretName};
 pub use inventory::Inventory;
-pub use maestro::{Maestro, RunOptions, ScoreReport, ScoreStatus};
+pub use maestro::{Maestro, RunOptions, ScoreReport};
 pub use mode::{ExecutionMode, RunContext, WaitPolicy};
 pub use outcome::{
-    ChangeAction, FieldChange, InterpretError, ObjectChange, Outcome, OutcomeStatus, WaitedStatus,
+    ChangeAction, FieldChange, InterpretError, ObjectChange, Outcome, OutcomeStatus, ScoreStatus,
+    WaitedStatus,
 };
-pub use score::{Score, ValidationError};
+pub use score::Score;
 pub use topology::{PreparationError, PreparationOutcome, Topology};
+pub use validation::ValidationError;

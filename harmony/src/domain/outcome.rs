@@ -4,7 +4,7 @@ use serde::Serialize;
 use std::fmt;
 
 use super::capability::{CapabilityError, ObjectStatus};
-use super::score::ValidationError;
+use super::validation::ValidationError;
 
 /// How an Interpret ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -212,6 +212,30 @@ impl InterpretError {
         match self {
             InterpretError::Capability { applied, .. } => applied,
             InterpretError::Invalid(_) => &[],
+        }
+    }
+}
+
+/// How a Score ended in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScoreStatus {
+    /// Changes were made (or planned).
+    Success,
+    /// Nothing needed changing.
+    Noop,
+    /// The Score failed.
+    Failed,
+    /// Not run because an earlier Score failed.
+    Skipped,
+}
+
+impl From<OutcomeStatus> for ScoreStatus {
+    fn from(s: OutcomeStatus) -> Self {
+        match s {
+            OutcomeStatus::Success => ScoreStatus::Success,
+            OutcomeStatus::Noop => ScoreStatus::Noop,
+            OutcomeStatus::Failed => ScoreStatus::Failed,
         }
     }
 }

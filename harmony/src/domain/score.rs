@@ -4,6 +4,7 @@ use std::fmt::Debug;
 
 use super::interpret::Interpret;
 use super::topology::Topology;
+use super::validation::ValidationError;
 
 /// Intent: what should exist. A Score states the capabilities it needs as bounds on `T`:
 /// `harmony_modules`' `NamespaceScore` is `impl<T: Topology + K8sClient> Score<T>`, so it
@@ -30,19 +31,4 @@ pub trait Score<T: Topology>: Debug + Send + Sync {
     fn validate_on(&self, _topology: &T) -> Result<(), ValidationError> {
         Ok(())
     }
-}
-
-/// A parameter is wrong: which field, what is wrong with it, and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, derive_new::new)]
-#[error("invalid {field}: {problem}; fix: {fix}")]
-pub struct ValidationError {
-    /// The offending field as the user wrote it (`resources[1].metadata.name`).
-    #[new(into)]
-    pub field: String,
-    /// What is wrong.
-    #[new(into)]
-    pub problem: String,
-    /// What to do instead.
-    #[new(into)]
-    pub fix: String,
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use std::fmt;
 
 use super::CapabilityError;
-use crate::domain::score::ValidationError;
+use crate::domain::validation::ValidationError;
 
 /// The requester of a node's first (client) CSR: the bootstrap identity the installer gives
 /// every new machine.

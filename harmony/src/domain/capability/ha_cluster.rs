@@ -12,7 +12,7 @@ use harmony_types::{Dns1123Label, HostName, Id, IpAddress, Ipv4Cidr, MacAddress}
 
 use crate::domain::inventory::{HostRole, PhysicalHost};
 use crate::domain::operator::Operator;
-use crate::domain::score::ValidationError;
+use crate::domain::validation::ValidationError;
 
 /// How many control-plane hosts an HA cluster has.
 pub const CONTROL_PLANE_HOSTS: usize = 3;

@@ -1,8 +1,8 @@
 //! Multi-site topologies: a map of site name to the topology of that site.
 
 use super::super::operator::{Operator, Unattended};
-use super::super::score::ValidationError;
 use super::super::topology::Topology;
+use super::super::validation::ValidationError;
 
 /// Nobody to ask: confirmations are refused (no terminal, no `--yes`).
 static NOBODY: Unattended = Unattended { assume_yes: false };
