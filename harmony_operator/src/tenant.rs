@@ -15,7 +15,7 @@ use std::time::Duration;
 use harmony::domain::capability::CapabilityError;
 use harmony::domain::{InterpretError, Inventory, Outcome, Score, ValidationError};
 use harmony::infra::control_plane::ControlPlaneClient;
-use harmony::infra::tenant_admin::TenantAdminTopology;
+use harmony::infra::tenant_admin_topology::TenantAdminTopology;
 use harmony_modules::tenant::{Tenant, TenantScore};
 
 use crate::conditions::{Verdict, status};

@@ -134,7 +134,7 @@ mod tests {
         );
         let s = score(spec);
         let validate = <TenantScore as harmony::domain::Score<
-            harmony::infra::tenant_admin::TenantAdminTopology,
+            harmony::infra::tenant_admin_topology::TenantAdminTopology,
         >>::validate;
         validate(&s).unwrap();
     }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use harmony::domain::{ExecutionMode, Inventory, RunContext, Score};
 use harmony::infra::control_plane::{ControlPlaneClient, ControlPlaneError};
-use harmony::infra::tenant_admin::TenantAdminTopology;
+use harmony::infra::tenant_admin_topology::TenantAdminTopology;
 use harmony_agent_protocol::SecretString;
 use harmony_cli::{Args, Console, OutputFormat};
 

@@ -4,7 +4,7 @@
 //! Kubernetes program does not compile their clients: `okd` (bare metal: `okd`, `bare_metal`,
 //! `dnsmasq`, `haproxy`, `http_boot`, `inventory_sqlite`, and `redfish`), `redfish` alone (BMC
 //! power control), `cnpg` (PostgreSQL on CloudNativePG) and `agent` (regions through the control plane: `control_plane` (its client and
-//! `AgentTopology`), `region_site`, `tenant_admin`).
+//! `AgentTopology`), `region_site`, `tenant_admin_topology`).
 
 #[cfg(feature = "okd")]
 pub mod bare_metal;
@@ -33,5 +33,5 @@ pub mod region_site;
 pub mod render;
 pub mod split_plane;
 #[cfg(feature = "agent")]
-pub mod tenant_admin;
+pub mod tenant_admin_topology;
 mod topology_flags;

@@ -14,7 +14,7 @@ use crate::infra::region_site::RegionSiteTopology;
 use crate::infra::render::RenderTopology;
 use crate::infra::split_plane::SplitPlaneTopology;
 #[cfg(feature = "agent")]
-use crate::infra::tenant_admin::TenantAdminTopology;
+use crate::infra::tenant_admin_topology::TenantAdminTopology;
 
 impl TopologyFlags for RenderTopology {
     const FLAGS: FlagGroups = FlagGroups::RENDER;

@@ -5,7 +5,7 @@ use harmony::domain::{Inventory, Maestro, RunContext};
 use harmony::infra::control_plane::{ControlPlaneClient, SecretString};
 use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::region_site::RegionSiteTopology;
-use harmony::infra::tenant_admin::TenantAdminTopology;
+use harmony::infra::tenant_admin_topology::TenantAdminTopology;
 use harmony_modules::tenant::{TenantProjectSpec, TenantScore};
 
 fn main() {
