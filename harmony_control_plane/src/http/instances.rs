@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::{AppState, Body, Caller, Failure};
 use crate::services::instance_ids;
 use crate::services::instances::{self, Deleted, InstanceError, NewInstance};
-use crate::services::tenancy::TenancyError;
+use crate::services::tenancy;
 use crate::store::{Owner, ServiceRecord};
 
 /// The API view of a stored instance for `viewer`: a tenant sees the ids it gave (its own and
@@ -103,13 +103,7 @@ async fn owner(
         }
         .into());
     };
-    if s.cp.store.project(tenant, project).await?.is_none() {
-        return Err(TenancyError::UnknownProject {
-            tenant: tenant.to_string(),
-            project: project.to_string(),
-        }
-        .into());
-    }
+    tenancy::require_project(&s.cp, tenant, project).await?;
     Ok(Some(Owner {
         tenant: tenant.to_string(),
         project: project.to_string(),

@@ -42,7 +42,7 @@ pub async fn create_tenant(
 
 /// `GET /v1/admin/tenants`.
 pub async fn list_tenants(State(s): State<AppState>) -> Result<Json<TenantList>, Failure> {
-    let tenants = s.cp.store.tenants().await?;
+    let tenants = tenancy::tenants(&s.cp).await?;
     Ok(Json(TenantList {
         tenants: tenants.into_iter().map(tenant_view).collect(),
     }))
@@ -120,7 +120,7 @@ pub async fn list_projects(
     State(s): State<AppState>,
     caller: Caller,
 ) -> Result<Json<ProjectList>, Failure> {
-    let projects = s.cp.store.projects(caller.tenant()).await?;
+    let projects = tenancy::projects(&s.cp, caller.tenant()).await?;
     Ok(Json(ProjectList {
         projects: projects.into_iter().map(project_view).collect(),
     }))

@@ -364,6 +364,18 @@ pub(crate) async fn submit_as(
     }
 }
 
+/// Relays an agent's progress line for request `id` to every replica's waiting callers.
+pub async fn relay_progress(
+    cp: &ControlPlane,
+    id: String,
+    stage: String,
+    detail: String,
+) -> Result<(), StoreError> {
+    cp.store
+        .publish(&Event::Progress { id, stage, detail })
+        .await
+}
+
 /// Submits a request and waits up to `wait` for its answer.
 pub async fn call(
     cp: &ControlPlane,

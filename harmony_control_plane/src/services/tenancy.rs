@@ -103,6 +103,35 @@ pub async fn create_tenant(cp: &ControlPlane, name: &str) -> Result<TenantRecord
     tenant(cp, name).await
 }
 
+/// Every tenant, by name.
+pub async fn tenants(cp: &ControlPlane) -> Result<Vec<TenantRecord>, TenancyError> {
+    Ok(cp.store.tenants().await?)
+}
+
+/// The projects of `tenant` (every tenant's for `None`: the admin), by tenant and name.
+pub async fn projects(
+    cp: &ControlPlane,
+    tenant: Option<&str>,
+) -> Result<Vec<ProjectRecord>, TenancyError> {
+    Ok(cp.store.projects(tenant).await?)
+}
+
+/// `Ok` when `tenant` has `project`; `UnknownProject` otherwise (exactly as for a project of
+/// another tenant).
+pub async fn require_project(
+    cp: &ControlPlane,
+    tenant: &str,
+    project: &str,
+) -> Result<(), TenancyError> {
+    match cp.store.project(tenant, project).await? {
+        Some(_) => Ok(()),
+        None => Err(TenancyError::UnknownProject {
+            tenant: tenant.to_string(),
+            project: project.to_string(),
+        }),
+    }
+}
+
 /// One tenant.
 pub async fn tenant(cp: &ControlPlane, name: &str) -> Result<TenantRecord, TenancyError> {
     cp.store

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use crate::services::dispatch::{self, Delivery};
 use crate::services::identities;
-use crate::services::{ControlPlane, instances, sessions};
-use crate::store::Event;
+use crate::services::{ControlPlane, instances, requests, sessions};
 
 /// One welcomed connection's state.
 pub(super) struct Connection {
@@ -78,12 +77,7 @@ impl Connection {
                     p.stage,
                     p.detail
                 );
-                let event = Event::Progress {
-                    id: p.id,
-                    stage: p.stage,
-                    detail: p.detail,
-                };
-                if let Err(e) = self.cp.store.publish(&event).await {
+                if let Err(e) = requests::relay_progress(&self.cp, p.id, p.stage, p.detail).await {
                     log::debug!("region {region}: progress not relayed: {e}");
                 }
                 Vec::new()
