@@ -1,8 +1,11 @@
 //! A region's three-state health, computed from its session row in the store, so any replica
 //! answers the same whichever one holds the agent's connection.
 
+use harmony_agent_protocol::{AgentStatus, Services};
 use harmony_api::Health;
 use std::time::Duration;
+
+use crate::store::SessionRecord;
 
 /// Heartbeat interval and health thresholds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +94,53 @@ pub fn health(now_ms: i64, live: &Liveness, policy: &HealthPolicy) -> (Health, S
         );
     }
     (Health::Healthy, "heartbeats on time".into())
+}
+
+/// What a session row says about liveness.
+pub fn liveness(session: &SessionRecord) -> Liveness {
+    let status = status_of(session);
+    Liveness {
+        connected: session.connected,
+        last_heartbeat_ms: Some(session.last_heartbeat_at),
+        k8s_reachable: status.as_ref().is_some_and(|s| s.k8s_reachable),
+        pinged: status.is_some(),
+    }
+}
+
+/// The last status a session row's agent reported, if readable.
+pub fn status_of(session: &SessionRecord) -> Option<AgentStatus> {
+    session
+        .status_json
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+}
+
+/// The services a session row's agent holds (none when unreadable or not yet sent).
+pub fn session_services(session: &SessionRecord) -> Services {
+    session
+        .services_json
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default()
+}
+
+/// A zone's health now and the services its agent holds (empty when never connected).
+pub fn health_of(
+    session: Option<&SessionRecord>,
+    now: i64,
+    policy: &HealthPolicy,
+) -> (Health, String, Services) {
+    match session {
+        None => (
+            Health::Unavailable,
+            "no agent has connected yet".into(),
+            Services::default(),
+        ),
+        Some(s) => {
+            let (h, why) = health(now, &liveness(s), policy);
+            (h, why, session_services(s))
+        }
+    }
 }
 
 #[cfg(test)]

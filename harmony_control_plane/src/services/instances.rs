@@ -1,7 +1,7 @@
 //! Service instances: create (placed by [`super::placement`], dispatched now or queued until
 //! its region advertises the type), list, delete (cancel a queued create, forget a create that
 //! never reached a provider, or ask the provider), and the agents' `instance` status frames.
-//! Creates and deletes travel as durable requests ([`super::settle`]).
+//! Creates and deletes travel as durable requests ([`super::instance_requests`]).
 
 use harmony_agent_protocol::{InstanceState, InstanceStatus};
 use harmony_types::Dns1123Label;

@@ -1,16 +1,17 @@
 //! Regions: creation with a one-time bootstrap token, and how each region looks now (health from
 //! its session row, so any replica answers alike).
 
-use harmony_agent_protocol::{AgentStatus, Hello, SecretString, Services};
+use harmony_agent_protocol::{Hello, SecretString, Services};
 use harmony_api::{Health, RegionView, ZoneView};
 use harmony_types::{RegionId, ZoneId};
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::health::{self, HealthPolicy, Liveness};
-pub use super::zones::{Snapshot, describe_zone, pick_zone};
+use super::health::HealthPolicy;
+pub use super::health::{health_of, liveness, session_services, status_of};
+pub use super::zones::{Snapshot, describe_zone, pick_zone, zone_names};
 use super::{ControlPlane, placement};
-use crate::store::{RegionRecord, SessionRecord, StoreError, ZoneRecord, now_ms};
+use crate::store::{RegionRecord, StoreError, ZoneRecord, now_ms};
 use crate::tokens;
 
 /// Why a region operation was refused.
@@ -159,16 +160,6 @@ pub async fn zones_of(cp: &ControlPlane, region: &str) -> Result<Vec<ZoneRecord>
     Ok(snap.zones_of(&record))
 }
 
-/// The names of `zones`, comma-separated, for error messages.
-pub fn zone_names(zones: &[ZoneRecord]) -> String {
-    zones
-        .iter()
-        .filter(|z| z.decommissioned_at.is_none())
-        .map(|z| z.zone.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A new bootstrap token for a zone (the region's first zone when `None`) whose agent never
 /// obtained an identity, or whose identity expired (its agent was offline past the identity's
 /// lifetime): the agent exchanges it for a new identity and the zone keeps its queued requests.
@@ -269,53 +260,6 @@ pub async fn view(cp: &ControlPlane, region: &str) -> Result<RegionView, RegionE
     let record = existing(cp, region).await?;
     let snap = Snapshot::read(cp).await?;
     Ok(describe(&record, &snap, now_ms(), &cp.settings.policy))
-}
-
-/// What a session row says about liveness.
-pub fn liveness(session: &SessionRecord) -> Liveness {
-    let status = status_of(session);
-    Liveness {
-        connected: session.connected,
-        last_heartbeat_ms: Some(session.last_heartbeat_at),
-        k8s_reachable: status.as_ref().is_some_and(|s| s.k8s_reachable),
-        pinged: status.is_some(),
-    }
-}
-
-/// The last status a session row's agent reported, if readable.
-pub fn status_of(session: &SessionRecord) -> Option<AgentStatus> {
-    session
-        .status_json
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok())
-}
-
-/// The services a session row's agent holds (none when unreadable or not yet sent).
-pub fn session_services(session: &SessionRecord) -> Services {
-    session
-        .services_json
-        .as_deref()
-        .and_then(|s| serde_json::from_str(s).ok())
-        .unwrap_or_default()
-}
-
-/// A zone's health now and the services its agent holds (empty when never connected).
-pub fn health_of(
-    session: Option<&SessionRecord>,
-    now: i64,
-    policy: &HealthPolicy,
-) -> (Health, String, Services) {
-    match session {
-        None => (
-            Health::Unavailable,
-            "no agent has connected yet".into(),
-            Services::default(),
-        ),
-        Some(s) => {
-            let (h, why) = health::health(now, &liveness(s), policy);
-            (h, why, session_services(s))
-        }
-    }
 }
 
 /// The API view of a region from the store's snapshot. Health is the region's (any zone

@@ -1,4 +1,5 @@
 use super::*;
+use crate::store::SessionRecord;
 use harmony_agent_protocol::{ProviderHealth, ServiceOffer};
 
 fn policy() -> HealthPolicy {

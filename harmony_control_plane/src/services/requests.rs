@@ -9,11 +9,12 @@
 //! ([`scoped_id`]), so another tenant's `r1` never conflicts with it, never changes the answer
 //! and cannot be taken ahead of it. A caller's id cannot hold `@`, so no caller can name a
 //! stored id of another tenant, and the admin reads every request by its tenant-qualified id.
-//! Instance requests (`<instance>.<verb>.<attempt>`, [`super::settle`]) are submitted by the
+//! Instance requests (`<instance>.<verb>.<attempt>`, [`super::instance_requests`]) are submitted by the
 //! control plane with [`submit_as`] under ids no caller can send.
 //! Waiting uses store events (`RequestDone`, `Progress`) and polls every second as a safety net,
 //! so a lost event delays an answer by at most a second and never loses it.
 
+use harmony_agent_protocol::containment::{first_misplaced, labelled_zone, objects_of};
 use harmony_agent_protocol::{Frame, MAX_FRAME_BYTES, RawJson, Req, Res, encoded_len};
 use harmony_api::{Health, RequestStatus};
 use std::sync::Arc;
@@ -22,8 +23,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::answers::Signal;
-use super::{ControlPlane, regions};
-use crate::store::{Event, NewRequest, RequestRecord, RequestState, StoreError, Submitted, now_ms};
+use super::{ControlPlane, regions, zones};
+use crate::store::{
+    Event, NewRequest, RegionRecord, RequestRecord, RequestState, StoreError, Submitted, now_ms,
+};
 
 /// How long a caller waits when it names no timeout.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
@@ -283,7 +286,7 @@ pub(crate) async fn submit_as(
     if record.decommissioned_at.is_some() {
         return Err(RequestError::Decommissioned(region.to_string()));
     }
-    let zone = super::zones::place_request(cp, &record, &sub).await?;
+    let zone = place_request(cp, &record, &sub).await?;
     let session = cp.store.session(region, &zone).await?;
     // A project's objects: none of a kind the zone's cluster serves cluster-scoped (from its
     // agent's last hello).
@@ -362,6 +365,50 @@ pub(crate) async fn submit_as(
             op: r.op,
         }),
     }
+}
+
+/// The zone of `region` a request goes to: the one named (or, when none is, the one its objects'
+/// zone label agrees on), else the zone placement picks (healthy, then unhealthy, then the
+/// first). Objects labelled for another region or zone are refused (containment).
+pub(crate) async fn place_request(
+    cp: &ControlPlane,
+    record: &RegionRecord,
+    sub: &Submission,
+) -> Result<String, RequestError> {
+    let region = record.name.as_str();
+    let snap = zones::Snapshot::read_region(cp, region).await?;
+    let zones: Vec<_> = snap
+        .zones_of(record)
+        .into_iter()
+        .filter(|z| z.decommissioned_at.is_none())
+        .collect();
+    let params: Option<serde_json::Value> = match sub.op.as_str() {
+        "apply_manifests" | "delete_manifests" => serde_json::from_str(sub.params.get()).ok(),
+        _ => None,
+    };
+    let objects = params.as_ref().map(objects_of).unwrap_or_default();
+    let labelled = labelled_zone(objects.iter().copied())
+        .filter(|z| zones.iter().any(|known| &known.zone == z));
+    let zone = match sub.zone.clone().or(labelled) {
+        Some(named) => {
+            if !zones.iter().any(|z| z.zone == named) {
+                return Err(RequestError::UnknownZone {
+                    region: region.to_string(),
+                    zone: named,
+                    known: zones::zone_names(&zones),
+                });
+            }
+            named
+        }
+        None => snap
+            .placement_zone(record, now_ms(), &cp.settings.policy)
+            .map(|z| z.zone)
+            .ok_or_else(|| RequestError::Decommissioned(region.to_string()))?,
+    };
+    if let Some(m) = first_misplaced(objects.iter().copied(), region, Some(&zone)) {
+        return Err(RequestError::Containment(m.to_string()));
+    }
+    Ok(zone)
 }
 
 /// Relays an agent's progress line for request `id` to every replica's waiting callers.

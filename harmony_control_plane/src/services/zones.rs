@@ -4,15 +4,14 @@
 //! goes to its parent's zone, or to the zone placement picks in its region. Objects and
 //! children labelled (or parented) for another region or zone are refused (containment).
 
-use harmony_agent_protocol::containment::{first_misplaced, labelled_zone, objects_of};
 use harmony_agent_protocol::{Hello, Services};
 use harmony_api::{Health, ZoneView};
 use std::collections::HashMap;
 
+use super::ControlPlane;
 use super::health::HealthPolicy;
+use super::health::{health_of, status_of};
 use super::placement::RegionOffers;
-use super::regions::{health_of, status_of};
-use super::{ControlPlane, regions, requests};
 use crate::store::{RegionRecord, SessionRecord, StoreError, ZoneRecord, now_ms};
 
 /// What the store says of each zone now: zone records, session rows and unanswered counts.
@@ -178,50 +177,6 @@ pub fn describe_zone(z: &ZoneRecord, snap: &Snapshot, now: i64, policy: &HealthP
     }
 }
 
-/// The zone of `region` a request goes to: the one named (or, when none is, the one its objects'
-/// zone label agrees on), else the zone placement picks (healthy, then unhealthy, then the
-/// first). Objects labelled for another region or zone are refused (containment).
-pub(crate) async fn place_request(
-    cp: &ControlPlane,
-    record: &RegionRecord,
-    sub: &requests::Submission,
-) -> Result<String, requests::RequestError> {
-    let region = record.name.as_str();
-    let snap = Snapshot::read_region(cp, region).await?;
-    let zones: Vec<_> = snap
-        .zones_of(record)
-        .into_iter()
-        .filter(|z| z.decommissioned_at.is_none())
-        .collect();
-    let params: Option<serde_json::Value> = match sub.op.as_str() {
-        "apply_manifests" | "delete_manifests" => serde_json::from_str(sub.params.get()).ok(),
-        _ => None,
-    };
-    let objects = params.as_ref().map(objects_of).unwrap_or_default();
-    let labelled = labelled_zone(objects.iter().copied())
-        .filter(|z| zones.iter().any(|known| &known.zone == z));
-    let zone = match sub.zone.clone().or(labelled) {
-        Some(named) => {
-            if !zones.iter().any(|z| z.zone == named) {
-                return Err(requests::RequestError::UnknownZone {
-                    region: region.to_string(),
-                    zone: named,
-                    known: regions::zone_names(&zones),
-                });
-            }
-            named
-        }
-        None => snap
-            .placement_zone(record, now_ms(), &cp.settings.policy)
-            .map(|z| z.zone)
-            .ok_or_else(|| requests::RequestError::Decommissioned(region.to_string()))?,
-    };
-    if let Some(m) = first_misplaced(objects.iter().copied(), region, Some(&zone)) {
-        return Err(requests::RequestError::Containment(m.to_string()));
-    }
-    Ok(zone)
-}
-
 /// What placement needs to know of every region now: each region as seen through the zone a
 /// create would go to (the zone placement picks, or `pin`'s zone for its region: a child's
 /// parent's zone).
@@ -263,4 +218,14 @@ pub async fn region_offers(
             }
         })
         .collect())
+}
+
+/// The names of `zones`, comma-separated, for error messages.
+pub fn zone_names(zones: &[ZoneRecord]) -> String {
+    zones
+        .iter()
+        .filter(|z| z.decommissioned_at.is_none())
+        .map(|z| z.zone.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
