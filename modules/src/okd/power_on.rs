@@ -127,13 +127,7 @@ async fn one<T: OkdTopology>(topology: &T, b: &HostBmc, forced: bool) -> Boot {
     }
 }
 
-/// Now, in milliseconds since the Unix epoch.
-pub(super) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+pub(super) use harmony::domain::capability::timeline::now_ms;
 
 /// How long a hands-free boot may take to show its evidence: the phase's discovery wait, at
 /// most 5 minutes (a boot that shows nothing by then will not; half-way, it is reset once more).

@@ -182,6 +182,14 @@ impl HostTimeline {
     }
 }
 
+/// Now, in milliseconds since the Unix epoch: the clock every boot phase is recorded with.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 /// `10:02:03.120 UTC` for a time in milliseconds since the epoch.
 pub fn clock(at_ms: i64) -> String {
     let day_ms = at_ms.rem_euclid(86_400_000);

@@ -308,13 +308,7 @@ fn note_boot_fetch(shared: &Shared, client: IpAddr, access: &HttpAccess) {
     }
 }
 
-/// Now, in milliseconds since the Unix epoch.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use crate::domain::capability::timeline::now_ms;
 
 /// The scripts-table entry a request path names, if it names one.
 fn script_of(path: &str) -> Option<&str> {

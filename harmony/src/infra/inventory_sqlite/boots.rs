@@ -3,7 +3,6 @@
 //! Node). A re-run compares the two instead of trusting that nothing changed.
 
 use rusqlite::{OptionalExtension, params};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use harmony_types::MacAddress;
 
@@ -30,13 +29,7 @@ fn event_text(e: BootEvent) -> &'static str {
     }
 }
 
-/// Now, in milliseconds since the Unix epoch (the inventory's clock for boot events).
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+pub use crate::domain::capability::timeline::now_ms;
 
 impl SqliteInventory {
     /// Records `event` for the host booting from `mac`, now (used by the HTTP boot server).
