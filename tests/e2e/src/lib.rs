@@ -8,6 +8,7 @@ pub mod blackhole;
 pub mod bmc_lab;
 pub mod command;
 pub mod discovery_boot;
+pub mod eventually;
 pub mod files;
 pub mod ha;
 pub mod multi_region;
@@ -17,8 +18,8 @@ pub mod pg_datapath;
 pub mod postgres;
 pub mod providers;
 pub mod raw_api;
-pub mod region_world;
 pub mod workloads;
+pub mod world;
 pub mod x509;
 
 pub use apiserver::{ApiServer, ApiServerOptions, crds_dir};

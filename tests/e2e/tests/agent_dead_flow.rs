@@ -11,32 +11,29 @@
 
 use std::time::{Duration, Instant};
 
-use harmony_e2e::ApiServer;
 use harmony_e2e::blackhole::BlackholeProxy;
 use harmony_e2e::multi_region::{AgentOptions, ControlPlaneOptions};
-use harmony_e2e::region_world::World;
+use harmony_e2e::world::{World, WorldOptions};
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_black_holed_flow_is_dropped_by_the_agent_and_replaced() {
-    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
     // Production timing: heartbeat 5 s, unhealthy after 15 s, unavailable after 30 s.
     let w = World::start(
-        server,
-        CP_BIN.as_ref(),
-        AGENT_BIN.as_ref(),
-        ControlPlaneOptions {
-            heartbeat_ms: 5_000,
-            unhealthy_after_ms: 15_000,
-            unavailable_after_ms: 30_000,
+        harmony_e2e::bins!(),
+        WorldOptions {
+            control_plane: ControlPlaneOptions {
+                heartbeat_ms: 5_000,
+                unhealthy_after_ms: 15_000,
+                unavailable_after_ms: 30_000,
+                ..Default::default()
+            },
             ..Default::default()
         },
     );
     let created = w.create("eu", "z1").await;
-    let proxy = BlackholeProxy::start(w.cp.addr).await.unwrap();
+    let proxy = BlackholeProxy::start(w.cp().addr).await.unwrap();
     let options = AgentOptions {
         url: format!("https://{}", proxy.addr),
         ..w.agent_options("agent", "eu", "z1", Some(&created.bootstrap_token))

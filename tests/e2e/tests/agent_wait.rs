@@ -14,21 +14,26 @@ use harmony::domain::capability::{ApplyFailure, ApplyOptions, K8sClient, Readine
 use harmony::domain::{ObjectChange, RunContext, Topology, WaitPolicy, capture_progress};
 use harmony_e2e::ApiServer;
 use harmony_e2e::multi_region::{Agent, ControlPlaneOptions};
-use harmony_e2e::region_world::World;
 use harmony_e2e::workloads::{
     claim, config_map, deployment, namespace, not_current, objects, status_of, template,
 };
+use harmony_e2e::world::{World, WorldOptions};
 use serde_json::Value;
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 const REGION: &str = "eu-central";
 
 /// The fixture with its controllers, a control plane with `options`, and region `REGION` with
 /// a healthy agent operating the fixture.
 async fn start(options: ControlPlaneOptions) -> (World, Agent) {
     let server = ApiServer::start_with_controllers().unwrap_or_else(|e| panic!("fixture: {e}"));
-    let w = World::start(server, CP_BIN.as_ref(), AGENT_BIN.as_ref(), options);
+    let w = World::start(
+        harmony_e2e::bins!(),
+        WorldOptions {
+            server: Some(server),
+            control_plane: options,
+            ..Default::default()
+        },
+    );
     let agent = w.region_with_agent("agent", REGION, "z1").await;
     (w, agent)
 }

@@ -15,20 +15,21 @@ use harmony::domain::{ChangeAction, Inventory, Maestro, RunContext, RunOptions, 
 use harmony::infra::control_plane::AgentTopology;
 use harmony::types::Dns1123Label;
 use harmony_agent_protocol::{MAX_FRAME_BYTES, SecretString};
-use harmony_e2e::ApiServer;
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions};
-use harmony_e2e::region_world::{HEALTH_WAIT as WAIT, World, region, zone};
+use harmony_e2e::world::{HEALTH_WAIT as WAIT, World, WorldOptions, region, zone};
 use harmony_modules::k8s::{K8sResourceScore, NamespaceScore};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
-
 /// A fixture without controllers (the agent only applies here), a control plane and agents.
 fn world(options: ControlPlaneOptions) -> World {
-    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    World::start(server, CP_BIN.as_ref(), AGENT_BIN.as_ref(), options)
+    World::start(
+        harmony_e2e::bins!(),
+        WorldOptions {
+            control_plane: options,
+            ..Default::default()
+        },
+    )
 }
 
 fn exits_refused(agent: &mut Agent, reason: &str) {
@@ -194,7 +195,7 @@ async fn a_score_applied_through_agent_topology_creates_its_objects_in_the_real_
         let topology = AgentTopology::new(
             "us-east",
             region("us-east"),
-            w.cp.client(),
+            w.cp().client(),
             &RunContext::default(),
         );
         let mut maestro = Maestro::new(Inventory::empty(), topology);
@@ -212,7 +213,7 @@ async fn a_score_applied_through_agent_topology_creates_its_objects_in_the_real_
     };
     let reports = run().await;
     for r in &reports {
-        assert_eq!(r.status, ScoreStatus::Success, "{r:#?}\n{}", w.cp.logs());
+        assert_eq!(r.status, ScoreStatus::Success, "{r:#?}\n{}", w.cp().logs());
     }
     let created: Vec<&str> = reports
         .iter()
@@ -268,7 +269,7 @@ async fn a_score_applied_through_agent_topology_creates_its_objects_in_the_real_
     let topology = AgentTopology::new(
         "us-east",
         region("us-east"),
-        w.cp.client(),
+        w.cp().client(),
         &RunContext::default(),
     );
     let cm = harmony::domain::capability::ObjectRef {
@@ -468,7 +469,7 @@ async fn killed_agent_turns_unhealthy_then_unavailable_and_a_request_sent_meanwh
     );
 
     // A request sent during the outage waits in the region's queue...
-    let client = w.cp.client();
+    let client = w.cp().client();
     let pending = tokio::spawn(async move {
         client
             .request(
@@ -544,10 +545,10 @@ async fn agents_reconnect_after_a_control_plane_restart_spread_over_time_by_jitt
         w.wait_health(&format!("r{i}"), "healthy").await;
     }
     // Every agent loses the control plane at the same instant.
-    w.cp.kill9();
+    w.cp_mut().kill9();
     let down = Instant::now();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    w.cp.restart().unwrap();
+    w.cp_mut().restart().unwrap();
     let restarted_ms = harmony_now_ms();
     let down_ms = down.elapsed().as_millis();
     for i in 0..AGENTS {
@@ -593,7 +594,7 @@ type RawWs =
 async fn raw_connect(w: &World, token: Option<&str>) -> RawWs {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::pem::PemObject::pem_file_iter(w.pki.ca()).unwrap() {
+    for c in rustls::pki_types::pem::PemObject::pem_file_iter(w.pki().ca()).unwrap() {
         roots.add(c.unwrap()).unwrap();
     }
     let config = rustls::ClientConfig::builder_with_provider(Arc::new(
@@ -603,7 +604,7 @@ async fn raw_connect(w: &World, token: Option<&str>) -> RawWs {
     .unwrap()
     .with_root_certificates(roots)
     .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(w.cp.addr).await.unwrap();
+    let tcp = tokio::net::TcpStream::connect(w.cp().addr).await.unwrap();
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(
             rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
@@ -611,7 +612,7 @@ async fn raw_connect(w: &World, token: Option<&str>) -> RawWs {
         )
         .await
         .unwrap();
-    let mut request = format!("wss://{}/v1/agent", w.cp.addr)
+    let mut request = format!("wss://{}/v1/agent", w.cp().addr)
         .into_client_request()
         .unwrap();
     if let Some(t) = token {
@@ -678,7 +679,7 @@ async fn malformed_and_oversized_frames_do_not_take_the_control_plane_down() {
     // Not even TLS.
     {
         use tokio::io::AsyncWriteExt;
-        let mut tcp = tokio::net::TcpStream::connect(w.cp.addr).await.unwrap();
+        let mut tcp = tokio::net::TcpStream::connect(w.cp().addr).await.unwrap();
         let _ = tcp
             .write_all(b"\x16\x03\x01\xff\xffgarbage garbage garbage")
             .await;
@@ -791,7 +792,7 @@ async fn no_token_appears_in_any_log_line_at_any_verbosity() {
     exits_refused(&mut back, "identity revoked");
 
     let logs = [
-        ("control plane", w.cp.logs()),
+        ("control plane", w.cp().logs()),
         ("agent", std::fs::read_to_string(w.log("agent")).unwrap()),
         (
             "reused-token agent",
@@ -800,7 +801,7 @@ async fn no_token_appears_in_any_log_line_at_any_verbosity() {
     ];
     let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
     let secrets = [
-        ("admin token", w.cp.admin_token.clone()),
+        ("admin token", w.cp().admin_token.clone()),
         (
             "bootstrap token",
             created.bootstrap_token.expose().to_string(),

@@ -21,16 +21,13 @@ use harmony_api::ProjectQuota;
 use harmony_e2e::ApiServer;
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions, free_port};
 use harmony_e2e::netns::wait_for;
-use harmony_e2e::postgres::PgServer;
 use harmony_e2e::providers::{ProviderProcess, http_json};
 use harmony_e2e::raw_api::RawApi;
-use harmony_e2e::region_world::World;
+use harmony_e2e::world::{Plane, World, WorldOptions};
 use harmony_http::reqwest::Method as M;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 const PROVIDER_BIN: &str = env!("CARGO_BIN_EXE_e2e-provider");
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -56,7 +53,6 @@ struct Tenants {
     world: World,
     _agent: Agent,
     _provider: ProviderProcess,
-    _pg: Option<PgServer>,
     api: RawApi,
     admin: String,
     acme: String,
@@ -76,19 +72,19 @@ impl Tenants {
             "crd/widgets.example.com",
         ]);
         assert!(out.status.success(), "{out:?}");
-        let pg = postgres.then(|| {
-            let pg = PgServer::start().unwrap_or_else(|e| panic!("PostgreSQL: {e}"));
-            pg.create_database("harmony").unwrap();
-            pg
-        });
         let world = World::start(
-            server,
-            CP_BIN.as_ref(),
-            AGENT_BIN.as_ref(),
-            ControlPlaneOptions {
-                database_url: pg.as_ref().map(|pg| pg.url("harmony")),
-                rust_log: Some("harmony_control_plane=debug,info".into()),
-                ..Default::default()
+            harmony_e2e::bins!(),
+            WorldOptions {
+                server: Some(server),
+                plane: if postgres {
+                    Plane::Postgres
+                } else {
+                    Plane::Sqlite
+                },
+                control_plane: ControlPlaneOptions {
+                    rust_log: Some("harmony_control_plane=debug,info".into()),
+                    ..Default::default()
+                },
             },
         );
         let client = world.client.clone();
@@ -121,13 +117,12 @@ impl Tenants {
             registered.is_some(),
             "the agent's provider API never registered q1"
         );
-        let api = RawApi::new(&world.cp.url(), world.pki.ca_pem.as_bytes());
-        let admin = world.cp.admin_token.clone();
+        let api = RawApi::new(&world.cp().url(), world.pki().ca_pem.as_bytes());
+        let admin = world.cp().admin_token.clone();
         let mut w = Self {
             world,
             _agent: agent,
             _provider: provider,
-            _pg: pg,
             api,
             admin,
             acme: String::new(),
@@ -148,7 +143,7 @@ impl Tenants {
             assert!(
                 Instant::now() < deadline,
                 "region eu never healthy with queue: {eu}\n{}",
-                w.world.cp.logs()
+                w.world.cp().logs()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -198,7 +193,10 @@ impl Tenants {
     /// The control plane's and the agent's logs, for failure messages.
     fn logs(&self) -> String {
         let agent = std::fs::read_to_string(self.world.log("agent")).unwrap_or_default();
-        format!("control plane:\n{}\nagent:\n{agent}", self.world.cp.logs())
+        format!(
+            "control plane:\n{}\nagent:\n{agent}",
+            self.world.cp().logs()
+        )
     }
 
     /// Creates an instance of `queue` for `project` as `token` (`extra` merged into the body).
@@ -223,7 +221,7 @@ impl Tenants {
             assert!(
                 Instant::now() < deadline,
                 "instance {id} never {state}: {status} {v}\n{}",
-                self.world.cp.logs()
+                self.world.cp().logs()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
