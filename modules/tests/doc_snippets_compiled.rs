@@ -11,7 +11,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The `lib.rs` files that include Markdown files as doctests. A new including crate goes here.
-const INCLUDING_LIBS: &[&str] = &["modules/src/lib.rs", "harmony_cli/src/lib.rs"];
+const INCLUDING_LIBS: &[&str] = &[
+    "modules/src/lib.rs",
+    "harmony_cli/src/lib.rs",
+    "tests/e2e/src/lib.rs",
+];
 
 /// rustdoc's code-block attributes: a fence whose every word is one of these is Rust to rustdoc
 /// (and so is an untagged fence).

@@ -23,6 +23,11 @@ pub mod world;
 pub mod x509;
 
 pub use apiserver::{ApiServer, ApiServerOptions, crds_dir};
+
+/// Compiles the Rust snippets of the testing guide (`docs/testing.md`), which use this crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/testing.md")]
+pub struct TestingGuide;
 pub use pg_datapath::DataPath;
 
 /// A positive count for a benchmark flag (`--runs 3`, `--hosts 10000`), as a clap value parser.

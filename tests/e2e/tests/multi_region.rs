@@ -15,6 +15,7 @@ use harmony::domain::{ChangeAction, Inventory, Maestro, RunContext, RunOptions, 
 use harmony::infra::control_plane::AgentTopology;
 use harmony::types::Dns1123Label;
 use harmony_agent_protocol::{MAX_FRAME_BYTES, SecretString};
+use harmony_e2e::eventually::eventually;
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions};
 use harmony_e2e::world::{HEALTH_WAIT as WAIT, World, WorldOptions, region, zone};
 use harmony_modules::k8s::{K8sResourceScore, NamespaceScore};
@@ -412,22 +413,22 @@ async fn watch_health(
     limit: Duration,
 ) -> Vec<(String, Duration)> {
     let started = Instant::now();
-    let mut seen: Vec<(String, Duration)> = vec![(initial.to_string(), Duration::ZERO)];
-    loop {
-        let s = w.status(r).await;
-        let health = s.health.to_string();
-        if seen.last().map(|(h, _)| h != &health).unwrap_or(true) {
+    let seen = std::cell::RefCell::new(vec![(initial.to_string(), Duration::ZERO)]);
+    eventually(limit, format!("{r} to become {until}"), || async {
+        let health = w.status(r).await.health.to_string();
+        let mut seen = seen.borrow_mut();
+        if seen.last().is_none_or(|(h, _)| h != &health) {
             seen.push((health.clone(), started.elapsed()));
         }
         if health == until {
-            return seen;
+            Ok(())
+        } else {
+            Err(seen.clone())
         }
-        assert!(
-            started.elapsed() < limit,
-            "{r} never became {until}: {seen:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    })
+    .await
+    .unwrap();
+    seen.into_inner()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -481,11 +482,12 @@ async fn killed_agent_turns_unhealthy_then_unavailable_and_a_request_sent_meanwh
             )
             .await
     });
-    let started = Instant::now();
-    while w.status("ap-south").await.pending_requests != 1 {
-        assert!(started.elapsed() < WAIT, "the request was not queued");
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    eventually(WAIT, "the request to be queued", || async {
+        let pending = w.status("ap-south").await.pending_requests;
+        if pending == 1 { Ok(()) } else { Err(pending) }
+    })
+    .await
+    .unwrap();
     // The dead region's queue stalls nobody else: another region answers meanwhile.
     let res = request(&w, "ap-east", "meanwhile-1", "get_inventory", json!({})).await;
     assert!(res.ok, "{res:?}");

@@ -19,8 +19,8 @@
 
 use harmony_api::ProjectQuota;
 use harmony_e2e::ApiServer;
+use harmony_e2e::eventually::{eventually, eventually_blocking};
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions, free_port};
-use harmony_e2e::netns::wait_for;
 use harmony_e2e::providers::{ProviderProcess, http_json};
 use harmony_e2e::raw_api::RawApi;
 use harmony_e2e::world::{Plane, World, WorldOptions};
@@ -107,16 +107,15 @@ impl Tenants {
         let register = json!({"name": "q1", "service_types": ["queue"], "endpoint": url,
             "health_url": format!("{url}/healthz")});
         let providers = format!("http://127.0.0.1:{provider_api}/v1/providers");
-        let registered = wait_for(WAIT, || {
-            match http_json("POST", &providers, Some(&register), None) {
-                Ok((200 | 201, _)) => Some(()),
-                _ => None,
-            }
-        });
-        assert!(
-            registered.is_some(),
-            "the agent's provider API never registered q1"
-        );
+        eventually_blocking(
+            WAIT,
+            "the agent's provider API to register q1",
+            || match http_json("POST", &providers, Some(&register), None) {
+                Ok((200 | 201, _)) => Ok(()),
+                other => Err(other),
+            },
+        )
+        .unwrap_or_else(|w| panic!("{w}\n{}", world.logs()));
         let api = RawApi::new(&world.cp().url(), world.pki().ca_pem.as_bytes());
         let admin = world.cp().admin_token.clone();
         let mut w = Self {
@@ -128,8 +127,7 @@ impl Tenants {
             acme: String::new(),
             beta: String::new(),
         };
-        let deadline = Instant::now() + WAIT;
-        loop {
+        eventually(WAIT, "region eu healthy, advertising queue", || async {
             let (_, eu) = w
                 .api
                 .call(M::GET, "/v1/regions/eu", Some(&w.admin), None)
@@ -138,15 +136,13 @@ impl Tenants {
                 .as_array()
                 .is_some_and(|a| a.iter().any(|t| t == "queue"));
             if advertised && eu["health"] == "healthy" {
-                break;
+                Ok(())
+            } else {
+                Err(eu)
             }
-            assert!(
-                Instant::now() < deadline,
-                "region eu never healthy with queue: {eu}\n{}",
-                w.world.cp().logs()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.world.logs()));
         for (tenant, project) in [("acme", "web"), ("beta", "shop")] {
             client.create_tenant(tenant).await.unwrap();
             client.create_project(tenant, project, None).await.unwrap();
@@ -210,21 +206,18 @@ impl Tenants {
 
     /// Waits until `token`'s instance `id` is in `state`.
     async fn wait_state(&self, token: &str, id: &str, state: &str) -> Value {
-        let deadline = Instant::now() + WAIT;
-        loop {
+        eventually(WAIT, format!("instance {id} to be {state}"), || async {
             let (status, v) = self
                 .call(token, M::GET, &format!("/v1/services/{id}"), None)
                 .await;
             if status == 200 && v["state"] == state {
-                return v;
+                Ok(v)
+            } else {
+                Err((status, v))
             }
-            assert!(
-                Instant::now() < deadline,
-                "instance {id} never {state}: {status} {v}\n{}",
-                self.world.cp().logs()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.world.logs()))
     }
 
     /// The names of the ConfigMaps in `namespace` labelled `set=isolation`.
@@ -409,19 +402,13 @@ async fn two_tenants_one_hostile(postgres: bool) {
     w.wait_state(beta, "beta-db2", "ready").await;
     let (status, answer) = w.call(beta, M::DELETE, "/v1/services/beta-db2", None).await;
     assert!(status == 200 || status == 202, "{status} {answer}");
-    let deadline = Instant::now() + WAIT;
-    loop {
+    eventually(WAIT, "beta-db2 to be deleted", || async {
         let (status, answer) = w.call(beta, M::GET, "/v1/services/beta-db2", None).await;
-        if status == 404 {
-            break;
-        }
         assert_ne!(answer["state"], "failed", "{answer}");
-        assert!(
-            Instant::now() < deadline,
-            "beta-db2 never deleted: {answer}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        if status == 404 { Ok(()) } else { Err(answer) }
+    })
+    .await
+    .unwrap();
 
     // 4. Containment at submit: cluster-scoped kinds in any spelling, from the agent's discovery
     // too (Widget is a CRD the control plane has no list of), are refused with 422.
