@@ -11,80 +11,63 @@
 //! The agent's identity renewal is here too: it is the other state the agent must keep across
 //! its own restarts.
 
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use harmony::domain::capability::{ApplyOptions, K8sClient, K8sObject};
 use harmony::domain::{RunContext, Topology};
-use harmony::infra::control_plane::ControlPlaneClient;
-use harmony::types::{RegionId, ZoneId};
 use harmony_agent::exec::record;
 use harmony_agent_protocol::{RawJson, Req, Res, code};
 use harmony_e2e::ApiServer;
-use harmony_e2e::multi_region::{
-    Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki, free_port,
-};
+use harmony_e2e::eventually::eventually;
+use harmony_e2e::multi_region::{AgentOptions, ControlPlaneOptions, free_port};
 use harmony_e2e::providers::{ProviderProcess, http_json};
+use harmony_e2e::world::{World, WorldOptions};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 const PROVIDER_BIN: &str = env!("CARGO_BIN_EXE_e2e-provider");
 const WAIT: Duration = Duration::from_secs(60);
 /// The agent's namespace for its request records (the default out of cluster).
 const AGENT_NS: &str = "harmony-agent";
 
-struct World {
-    server: ApiServer,
-    pki: Pki,
-    cp: ControlPlane,
-    client: ControlPlaneClient,
+/// The world, a client of its API server, and the port of the agent's provider API.
+struct Dedupe {
+    world: World,
     kube: kube::Client,
-    dir: tempfile::TempDir,
     api_port: u16,
 }
 
-impl World {
+impl Dedupe {
     async fn new() -> Self {
         Self::with(ControlPlaneOptions::default()).await
     }
 
     async fn with(options: ControlPlaneOptions) -> Self {
-        let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-        let pki = Pki::new().unwrap();
-        let cp =
-            ControlPlane::start(CP_BIN.as_ref(), &pki, options).unwrap_or_else(|e| panic!("{e}"));
-        let client = cp.client();
-        let kc = kube::config::Kubeconfig::read_from(server.kubeconfig()).unwrap();
+        let world = World::start(
+            harmony_e2e::bins!(),
+            WorldOptions {
+                control_plane: options,
+                ..Default::default()
+            },
+        );
+        let kc = kube::config::Kubeconfig::read_from(world.server.kubeconfig()).unwrap();
         let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
             .await
             .unwrap();
         let kube = kube::Client::try_from(config).unwrap();
         Self {
-            server,
-            pki,
-            cp,
-            client,
+            world,
             kube,
-            dir: tempfile::tempdir().unwrap(),
             api_port: free_port().unwrap(),
         }
     }
 
     /// Creates region `r` and returns its agent's options (provider API on a loopback port).
     async fn region(&self, r: &str) -> AgentOptions {
-        let created = self
-            .client
-            .create_region(&RegionId::parse(r).unwrap(), &ZoneId::parse("z1").unwrap())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .expect("new region");
-        let token_file = self.dir.path().join(format!("{r}.token"));
-        std::fs::write(&token_file, created.bootstrap_token.expose()).unwrap();
+        let created = self.world.create(r, "z1").await;
         AgentOptions {
-            bootstrap_token_file: Some(token_file),
             extra_args: vec![
                 "--provider-listen".into(),
                 format!("127.0.0.1:{}", self.api_port),
@@ -94,64 +77,24 @@ impl World {
                 "none".into(),
             ],
             rust_log: Some("harmony_agent=debug,info".into()),
-            ..AgentOptions::new(
-                &self.cp.url(),
-                r,
-                "z1",
-                self.pki.ca(),
-                self.server.kubeconfig(),
-                self.dir.path().join(format!("{r}.identity")),
-            )
+            ..self
+                .world
+                .agent_options(r, r, "z1", Some(&created.bootstrap_token))
         }
-    }
-
-    fn agent(&self, name: &str, o: &AgentOptions) -> Agent {
-        Agent::start(AGENT_BIN.as_ref(), o, &self.log(name)).unwrap()
-    }
-
-    fn log(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.log"))
-    }
-
-    /// Every log, for failure messages.
-    fn logs(&self) -> String {
-        let mut out = format!("control plane log:\n{}", self.cp.logs());
-        let mut files: Vec<_> = std::fs::read_dir(self.dir.path())
-            .map(|d| d.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        files.sort();
-        for f in files
-            .iter()
-            .filter(|f| f.extension().is_some_and(|x| x == "log"))
-        {
-            let text = std::fs::read_to_string(f).unwrap_or_default();
-            out.push_str(&format!("\n--- {}:\n{text}", f.display()));
-        }
-        out
     }
 
     async fn wait_healthy(&self, r: &str) {
-        let started = Instant::now();
-        loop {
-            if let Ok(Some(s)) = self.client.region(r).await
-                && s.is_healthy()
-            {
-                return;
-            }
-            assert!(
-                started.elapsed() < WAIT,
-                "region {r} never healthy\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.world
+            .wait_region(r, "healthy", |s| s.is_healthy())
+            .await;
     }
 
     async fn request(&self, r: &str, id: &str, op: &str, params: &Value) -> Res {
-        self.client
+        self.world
+            .client
             .request(r, id, op, params, WAIT)
             .await
-            .unwrap_or_else(|e| panic!("request {id}: {e}\n{}", self.logs()))
+            .unwrap_or_else(|e| panic!("request {id}: {e}\n{}", self.world.logs()))
     }
 
     fn records(&self) -> Api<ConfigMap> {
@@ -186,6 +129,7 @@ impl World {
     /// Applies `manifests` as the agent does (server-side apply, field manager `harmony-agent`).
     async fn apply_as_agent(&self, manifests: &[Value]) {
         let t = self
+            .world
             .server
             .topology("as-agent", &RunContext::default())
             .with_field_manager(harmony_agent::cluster::FIELD_MANAGER);
@@ -231,9 +175,9 @@ fn actions(res: &Res) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn the_record_comes_before_the_op_and_a_finished_one_answers_byte_for_byte() {
-    let w = World::new().await;
+    let w = Dedupe::new().await;
     let o = w.region("r1").await;
-    let _agent = w.agent("agent", &o);
+    let _agent = w.world.agent("agent", &o);
     w.wait_healthy("r1").await;
 
     // Watch every ConfigMap from now on: events arrive in the API server's write order.
@@ -245,7 +189,7 @@ async fn the_record_comes_before_the_op_and_a_finished_one_answers_byte_for_byte
         .metadata
         .resource_version
         .unwrap();
-    let mut events = all
+    let events = all
         .watch(&WatchParams::default(), &rv)
         .await
         .unwrap()
@@ -263,20 +207,40 @@ async fn the_record_comes_before_the_op_and_a_finished_one_answers_byte_for_byte
     assert_eq!(report.len(), 21, "{report:?}");
     assert!(report.iter().all(|(_, a)| a == "create"), "{report:?}");
     let record_name = record::record_name("apply-1");
-    let mut order = Vec::new();
-    let deadline = Instant::now() + WAIT;
-    while order.len() < 21 && Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_secs(5), events.try_next()).await {
-            Ok(Ok(Some(WatchEvent::Added(cm)))) => {
-                let name = cm.metadata.name.unwrap_or_default();
-                if name == record_name || name.starts_with("cm-") {
-                    order.push(name);
+    // Each poll waits up to 5 s for the next event (none: the watch ended), then takes every
+    // event already delivered.
+    let watched = tokio::sync::Mutex::new((events, Vec::new()));
+    let collected = eventually(WAIT, "the record and 20 ConfigMaps watched", || async {
+        let (events, order) = &mut *watched.lock().await;
+        let mut next = tokio::time::timeout(Duration::from_secs(5), events.try_next()).await;
+        while order.len() < 21 {
+            match next {
+                Ok(Ok(Some(WatchEvent::Added(cm)))) => {
+                    let name = cm.metadata.name.unwrap_or_default();
+                    if name == record_name || name.starts_with("cm-") {
+                        order.push(name);
+                    }
                 }
+                Ok(Ok(Some(_))) => {}
+                other => panic!("watch ended: {other:?}"),
             }
-            Ok(Ok(Some(_))) => {}
-            other => panic!("watch ended: {other:?}"),
+            match events.try_next().now_or_never() {
+                Some(n) => next = Ok(n),
+                None => break,
+            }
         }
+        if order.len() >= 21 {
+            Ok(())
+        } else {
+            Err(order.clone())
+        }
+    })
+    .await;
+    // As before, running out of time is not a failure by itself: the order seen is checked.
+    if let Err(e) = collected {
+        eprintln!("{e}");
     }
+    let order = watched.into_inner().1;
     assert_eq!(
         order.first(),
         Some(&record_name),
@@ -321,9 +285,9 @@ async fn the_record_comes_before_the_op_and_a_finished_one_answers_byte_for_byte
 
 #[tokio::test]
 async fn after_a_crash_mid_apply_the_report_is_the_first_executions() {
-    let w = World::new().await;
+    let w = Dedupe::new().await;
     let o = w.region("r1").await;
-    let mut agent = w.agent("agent-1", &o);
+    let mut agent = w.world.agent("agent-1", &o);
     w.wait_healthy("r1").await;
 
     // Deterministic: a dead agent's leftovers. One object existed before the request (it must
@@ -347,7 +311,7 @@ async fn after_a_crash_mid_apply_the_report_is_the_first_executions() {
         } else {
             "create"
         };
-        assert_eq!(action, want, "{object}: {report:?}\n{}", w.logs());
+        assert_eq!(action, want, "{object}: {report:?}\n{}", w.world.logs());
     }
     assert_eq!(report.len(), 11, "{report:?}");
     assert!(
@@ -362,24 +326,22 @@ async fn after_a_crash_mid_apply_the_report_is_the_first_executions() {
     // Real: kill -9 the instant the record appears, wherever the apply is then.
     let manifests = config_maps("kill", "cm", 45);
     let params = json!({"manifests": manifests});
-    let client = w.cp.client();
+    let client = w.world.client.clone();
     let caller = tokio::spawn(async move {
         client
             .request("r1", "apply-kill", "apply_manifests", &params, WAIT)
             .await
     });
-    let started = Instant::now();
-    while w.record("apply-kill").await.is_none() {
-        assert!(started.elapsed() < WAIT, "no record\n{}", w.logs());
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    eventually(WAIT, "the record of apply-kill", || w.record("apply-kill"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.world.logs()));
     agent.kill9();
-    let _agent = w.agent("agent-2", &o);
+    let _agent = w.world.agent("agent-2", &o);
     let res = caller
         .await
         .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
-    let second = std::fs::read_to_string(w.log("agent-2")).unwrap_or_default();
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.world.logs()));
+    let second = std::fs::read_to_string(w.world.log("agent-2")).unwrap_or_default();
     let landed = if second.contains("resuming") {
         "mid-op: the restarted agent resumed it"
     } else if second.contains("recorded result") {
@@ -397,18 +359,18 @@ async fn after_a_crash_mid_apply_the_report_is_the_first_executions() {
     assert!(
         report.iter().all(|(_, a)| a == "create"),
         "{report:?}\n{}",
-        w.logs()
+        w.world.logs()
     );
 }
 
 #[tokio::test]
 async fn service_create_is_never_executed_twice() {
-    let w = World::new().await;
+    let w = Dedupe::new().await;
     let o = w.region("r1").await;
-    let _agent = w.agent("agent", &o);
+    let _agent = w.world.agent("agent", &o);
     w.wait_healthy("r1").await;
     let provider =
-        ProviderProcess::start(PROVIDER_BIN.as_ref(), "queues", w.dir.path(), 0).unwrap();
+        ProviderProcess::start(PROVIDER_BIN.as_ref(), "queues", w.world.dir.path(), 0).unwrap();
     let url = format!("http://{}", provider.addr);
     let (status, body) = http_json(
         "POST",
@@ -422,8 +384,8 @@ async fn service_create_is_never_executed_twice() {
     .unwrap();
     assert!(status == 200 || status == 201, "{status} {body}");
     let puts = |id: &str| {
-        let log =
-            std::fs::read_to_string(w.dir.path().join("provider-queues-1.log")).unwrap_or_default();
+        let log = std::fs::read_to_string(w.world.dir.path().join("provider-queues-1.log"))
+            .unwrap_or_default();
         log.lines()
             .filter(|l| *l == format!("PUT /v1/instances/{id}"))
             .count()
@@ -446,7 +408,7 @@ async fn service_create_is_never_executed_twice() {
         res.ok,
         "resumed create failed: {:?}\n{}",
         res.error,
-        w.logs()
+        w.world.logs()
     );
     let status: Value = res.result_as().unwrap();
     assert_eq!(status["instance_id"], "q-1");
@@ -454,7 +416,7 @@ async fn service_create_is_never_executed_twice() {
         puts("q-1"),
         1,
         "the provider's create ran again\n{}",
-        w.logs()
+        w.world.logs()
     );
 
     // The first execution died before the provider created q-2: not found, and still no create.
@@ -470,9 +432,9 @@ async fn service_create_is_never_executed_twice() {
 
 #[tokio::test]
 async fn a_result_above_the_frame_limit_fails_alone_and_the_next_request_succeeds() {
-    let w = World::new().await;
+    let w = Dedupe::new().await;
     let o = w.region("r1").await;
-    let _agent = w.agent("agent", &o);
+    let _agent = w.world.agent("agent", &o);
     w.wait_healthy("r1").await;
     // Five ConfigMaps of ~900 KiB: reading them all back is above the 4 MiB frame limit.
     let blob = "x".repeat(900 * 1024);
@@ -501,7 +463,14 @@ async fn a_result_above_the_frame_limit_fails_alone_and_the_next_request_succeed
     );
     // What used to make the next request slow was the agent reconnecting over and over; the
     // proof it does not is the same connection answering. (The time is printed, not asserted.)
-    let before = w.client.region("r1").await.unwrap().unwrap().connected_at;
+    let before = w
+        .world
+        .client
+        .region("r1")
+        .await
+        .unwrap()
+        .unwrap()
+        .connected_at;
     let started = Instant::now();
     let res = w.request("r1", "after", "get_inventory", &json!({})).await;
     assert!(res.ok, "{:?}", res.error);
@@ -509,17 +478,17 @@ async fn a_result_above_the_frame_limit_fails_alone_and_the_next_request_succeed
         "the request after a too-large result answered in {:?}",
         started.elapsed()
     );
-    let after = w.client.region("r1").await.unwrap().unwrap();
+    let after = w.world.client.region("r1").await.unwrap().unwrap();
     assert_eq!(after.connected_at, before, "the agent reconnected");
     assert!(after.connected, "{after:?}");
     assert_eq!(
-        std::fs::read_to_string(w.log("agent"))
+        std::fs::read_to_string(w.world.log("agent"))
             .unwrap()
             .matches("connected to the control plane;")
             .count(),
         1,
         "one connection only:\n{}",
-        w.logs()
+        w.world.logs()
     );
 }
 
@@ -569,7 +538,7 @@ async fn records_are_created_completed_read_back_and_pruned_in_the_cluster() {
 #[tokio::test]
 async fn the_identity_is_renewed_before_it_expires_and_used_after_a_restart() {
     // Identities live 3 s (renewed after 2 s); the old one stays valid 2 s after a renewal.
-    let w = World::with(ControlPlaneOptions {
+    let w = Dedupe::with(ControlPlaneOptions {
         extra_args: vec![
             "--identity-ttl-s".into(),
             "3".into(),
@@ -580,28 +549,32 @@ async fn the_identity_is_renewed_before_it_expires_and_used_after_a_restart() {
     })
     .await;
     let o = w.region("r1").await;
-    let mut agent = w.agent("agent-1", &o);
+    let mut agent = w.world.agent("agent-1", &o);
     w.wait_healthy("r1").await;
     let read = || std::fs::read_to_string(&o.identity_file).unwrap_or_default();
     let first = read();
     assert!(first.starts_with("hid_"));
     // Two renewals on one connection, healthy all along.
-    let mut seen = vec![first];
-    let started = Instant::now();
-    while seen.len() < 3 {
+    let seen = RefCell::new(vec![first]);
+    eventually(Duration::from_secs(20), "two renewals", || async {
         let now = read();
-        if !now.is_empty() && seen.last() != Some(&now) {
-            seen.push(now);
+        {
+            let mut seen = seen.borrow_mut();
+            if !now.is_empty() && seen.last() != Some(&now) {
+                seen.push(now);
+            }
         }
-        let region = w.client.region("r1").await.unwrap().unwrap();
-        assert!(region.is_healthy(), "{region:?}\n{}", w.logs());
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no renewal\n{}",
-            w.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        let region = w.world.client.region("r1").await.unwrap().unwrap();
+        assert!(region.is_healthy(), "{region:?}\n{}", w.world.logs());
+        let identities = seen.borrow().len();
+        if identities >= 3 {
+            Ok(())
+        } else {
+            Err(format!("{identities} identities"))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("no renewal: {e}\n{}", w.world.logs()));
     let meta: Value = serde_json::from_str(
         &std::fs::read_to_string(harmony_agent::identity::meta_path(&o.identity_file)).unwrap(),
     )
@@ -613,18 +586,16 @@ async fn the_identity_is_renewed_before_it_expires_and_used_after_a_restart() {
     // A restart presents the newest identity: welcomed again, and renewing again.
     agent.kill9();
     let newest = read();
-    let _agent = w.agent("agent-2", &o);
+    let _agent = w.world.agent("agent-2", &o);
     w.wait_healthy("r1").await;
-    let started = Instant::now();
-    while read() == newest {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "no renewal after the restart\n{}",
-            w.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let log = std::fs::read_to_string(w.log("agent-2")).unwrap();
+    eventually(
+        Duration::from_secs(20),
+        "a renewal after the restart",
+        || std::future::ready((read() != newest).then_some(())),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("no renewal after the restart: {e}\n{}", w.world.logs()));
+    let log = std::fs::read_to_string(w.world.log("agent-2")).unwrap();
     assert!(
         !log.contains("hid_") || log.contains("hid_<redacted>"),
         "an identity was logged"

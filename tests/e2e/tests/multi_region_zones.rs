@@ -8,106 +8,43 @@
 //! `HARMONY_KUBE_FIXTURE=$(bash tests/kube-fixture/build.sh | tail -n 1)`).
 
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::cell::RefCell;
 
 use harmony::domain::RunContext;
 use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, K8sObject};
-use harmony::infra::control_plane::{
-    AgentTopology, ControlPlaneClient, ControlPlaneError, NewService, RegionStatus,
-};
-use harmony::types::{RegionId, ZoneId};
+use harmony::infra::control_plane::{AgentTopology, ControlPlaneError, NewService, RegionStatus};
 use harmony_api::Health;
 use harmony_e2e::ApiServer;
-use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+use harmony_e2e::eventually::eventually;
+use harmony_e2e::multi_region::{Agent, AgentOptions};
+use harmony_e2e::world::{HEALTH_WAIT as WAIT, World, WorldOptions, region, zone};
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
-const WAIT: Duration = Duration::from_secs(60);
-
-struct World {
-    pki: Pki,
-    cp: ControlPlane,
-    client: ControlPlaneClient,
-    dir: tempfile::TempDir,
+/// A world whose agents operate `server` unless told otherwise.
+fn world(server: ApiServer) -> World {
+    World::start(
+        harmony_e2e::bins!(),
+        WorldOptions {
+            server: Some(server),
+            ..Default::default()
+        },
+    )
 }
 
-fn region(s: &str) -> RegionId {
-    RegionId::parse(s).unwrap()
-}
-
-fn zone(s: &str) -> ZoneId {
-    ZoneId::parse(s).unwrap()
-}
-
-impl World {
-    fn new() -> Self {
-        let pki = Pki::new().unwrap();
-        let cp = ControlPlane::start(CP_BIN.as_ref(), &pki, ControlPlaneOptions::default())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let client = cp.client();
-        Self {
-            pki,
-            cp,
-            client,
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    /// Starts the agent of `r`/`z` (presenting `token`) operating `server`.
-    fn agent(
-        &self,
-        r: &str,
-        z: &str,
-        token: &harmony_agent_protocol::SecretString,
-        server: &ApiServer,
-    ) -> Agent {
-        let name = format!("{r}-{z}");
-        let token_file = self.dir.path().join(format!("{name}.bootstrap-token"));
-        std::fs::write(&token_file, token.expose()).unwrap();
-        let o = AgentOptions {
-            bootstrap_token_file: Some(token_file),
-            extra_args: vec!["--discovery-interval-s".into(), "1".into()],
-            ..AgentOptions::new(
-                &self.cp.url(),
-                r,
-                z,
-                self.pki.ca(),
-                server.kubeconfig(),
-                self.dir.path().join(format!("{name}.identity")),
-            )
-        };
-        Agent::start(AGENT_BIN.as_ref(), &o, &self.log(&name)).unwrap()
-    }
-
-    fn log(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.log"))
-    }
-
-    async fn status(&self, r: &str) -> RegionStatus {
-        self.client
-            .region(r)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .expect("region exists")
-    }
-
-    /// Waits (up to [`WAIT`]) until `ok` holds for region `r`; returns its status then.
-    async fn wait(&self, r: &str, what: &str, ok: impl Fn(&RegionStatus) -> bool) -> RegionStatus {
-        let started = Instant::now();
-        loop {
-            let s = self.status(r).await;
-            if ok(&s) {
-                return s;
-            }
-            assert!(
-                started.elapsed() < WAIT,
-                "region {r}: not {what} after {WAIT:?}: {s:#?}\ncontrol plane log:\n{}",
-                self.cp.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
+/// Starts the agent of `r`/`z` (presenting `token`) operating `server`.
+fn zone_agent(
+    w: &World,
+    r: &str,
+    z: &str,
+    token: &harmony_agent_protocol::SecretString,
+    server: &ApiServer,
+) -> Agent {
+    let name = format!("{r}-{z}");
+    let o = AgentOptions {
+        extra_args: vec!["--discovery-interval-s".into(), "1".into()],
+        kubeconfig: server.kubeconfig(),
+        ..w.agent_options(&name, r, z, Some(token))
+    };
+    w.agent(&name, &o)
 }
 
 fn zone_health(s: &RegionStatus, z: &str) -> Health {
@@ -138,17 +75,10 @@ fn status_error(e: ControlPlaneError) -> (u16, harmony_api::ApiError) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_zones_take_requests_by_name_and_by_health_and_the_region_outlives_one_zone() {
-    let (server_a, server_b) = (
-        ApiServer::start().unwrap_or_else(|e| panic!("{e}")),
-        ApiServer::start().unwrap_or_else(|e| panic!("{e}")),
-    );
-    let w = World::new();
-    let first = w
-        .client
-        .create_region(&region("eu"), &zone("a"))
-        .await
-        .unwrap()
-        .expect("a new region");
+    let server_b = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let w = world(ApiServer::start().unwrap_or_else(|e| panic!("{e}")));
+    let server_a = &w.server;
+    let first = w.create("eu", "a").await;
     let second = w
         .client
         .add_zone(&region("eu"), &zone("b"), None)
@@ -165,10 +95,10 @@ async fn two_zones_take_requests_by_name_and_by_health_and_the_region_outlives_o
             .is_none()
     );
 
-    let mut agent_a = w.agent("eu", "a", &first.bootstrap_token, &server_a);
-    let _agent_b = w.agent("eu", "b", &second.bootstrap_token, &server_b);
+    let mut agent_a = zone_agent(&w, "eu", "a", &first.bootstrap_token, server_a);
+    let _agent_b = zone_agent(&w, "eu", "b", &second.bootstrap_token, &server_b);
     let s = w
-        .wait("eu", "healthy in both zones", |s| {
+        .wait_region("eu", "healthy in both zones", |s| {
             zone_health(s, "a") == Health::Healthy && zone_health(s, "b") == Health::Healthy
         })
         .await;
@@ -180,14 +110,14 @@ async fn two_zones_take_requests_by_name_and_by_health_and_the_region_outlives_o
     }
     // The agents report what they can list of their clusters (node count and capacity).
     let s = w
-        .wait("eu", "reporting nodes", |s| {
+        .wait_region("eu", "reporting nodes", |s| {
             s.zones.iter().all(|z| z.node_count.is_some())
         })
         .await;
     assert!(s.zones.iter().all(|z| z.capacity.is_some()), "{s:#?}");
 
     // By name: each zone's request lands in its own cluster only.
-    for (z, server, other) in [("a", &server_a, &server_b), ("b", &server_b, &server_a)] {
+    for (z, server, other) in [("a", server_a, &server_b), ("b", &server_b, server_a)] {
         let name = format!("placed-in-{z}");
         let id = format!("req-{z}");
         let res = w
@@ -230,9 +160,8 @@ async fn two_zones_take_requests_by_name_and_by_health_and_the_region_outlives_o
 
     // Zone a's agent dies: the region stays healthy (zone b), zone a goes unavailable.
     agent_a.kill9();
-    let mut seen_a = Vec::new();
-    let started = Instant::now();
-    loop {
+    let seen_a = RefCell::new(Vec::new());
+    eventually(WAIT, "zone a unavailable", || async {
         let s = w.status("eu").await;
         assert_eq!(
             s.health,
@@ -240,20 +169,20 @@ async fn two_zones_take_requests_by_name_and_by_health_and_the_region_outlives_o
             "the region follows its healthy zone: {s:#?}"
         );
         let h = zone_health(&s, "a");
-        if seen_a.last() != Some(&h) {
-            seen_a.push(h);
+        let mut seen = seen_a.borrow_mut();
+        if seen.last() != Some(&h) {
+            seen.push(h);
         }
-        if h == Health::Unavailable {
-            assert_eq!(zone_health(&s, "b"), Health::Healthy);
-            assert_eq!(s.zone("a").unwrap().connected, Some(false));
-            break;
+        if h != Health::Unavailable {
+            return Err(format!("zone a was {seen:?}"));
         }
-        assert!(
-            started.elapsed() < WAIT,
-            "zone a never unavailable: {seen_a:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        assert_eq!(zone_health(&s, "b"), Health::Healthy);
+        assert_eq!(s.zone("a").unwrap().connected, Some(false));
+        Ok(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
+    let seen_a = seen_a.into_inner();
     // Health only degrades: healthy, then (maybe seen) unhealthy, then unavailable.
     let rank = |h: &Health| match h {
         Health::Healthy => 0,
@@ -281,7 +210,7 @@ async fn two_zones_take_requests_by_name_and_by_health_and_the_region_outlives_o
     let stored = w.client.request_status("req-any").await.unwrap().unwrap();
     assert_eq!(stored.zone.as_deref(), Some("b"));
     assert!(has_configmap(&server_b, "placed-by-health"));
-    assert!(!has_configmap(&server_a, "placed-by-health"));
+    assert!(!has_configmap(server_a, "placed-by-health"));
 
     // Decommissioning zone a leaves the region (and zone b) working.
     w.client.decommission_zone("eu", "a").await.unwrap();
@@ -292,27 +221,18 @@ async fn two_zones_take_requests_by_name_and_by_health_and_the_region_outlives_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn children_in_another_region_or_zone_are_refused_and_nothing_reaches_an_agent() {
-    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    let w = World::new();
-    let eu = w
-        .client
-        .create_region(&region("eu"), &zone("a"))
-        .await
-        .unwrap()
-        .expect("new");
-    w.client
-        .create_region(&region("us"), &zone("x"))
-        .await
-        .unwrap()
-        .expect("new");
+    let w = world(ApiServer::start().unwrap_or_else(|e| panic!("{e}")));
+    let server = &w.server;
+    let eu = w.create("eu", "a").await;
+    w.create("us", "x").await;
     // Zone b exists (no agent): only a's agent runs.
     w.client
         .add_zone(&region("eu"), &zone("b"), None)
         .await
         .unwrap()
         .expect("new");
-    let agent = w.agent("eu", "a", &eu.bootstrap_token, &server);
-    w.wait("eu", "healthy with container advertised", |s| {
+    let agent = zone_agent(&w, "eu", "a", &eu.bootstrap_token, server);
+    w.wait_region("eu", "healthy with container advertised", |s| {
         zone_health(s, "a") == Health::Healthy
             && s.advertised_services.iter().any(|t| t == "container")
     })
@@ -361,13 +281,18 @@ async fn children_in_another_region_or_zone_are_refused_and_nothing_reaches_an_a
         );
         // Nothing stored, nothing sent: no such request, no such object, nothing in the log.
         assert!(w.client.request_status(id).await.unwrap().is_none());
-        assert!(!has_configmap(&server, id));
+        assert!(!has_configmap(server, id));
         assert!(!agent.log().contains(id), "{}", agent.log());
     }
 
     // 2. AgentTopology refuses the same object before sending anything.
-    let topology = AgentTopology::new("eu-a", region("eu"), w.cp.client(), &RunContext::default())
-        .with_zone(zone("a"));
+    let topology = AgentTopology::new(
+        "eu-a",
+        region("eu"),
+        w.cp().client(),
+        &RunContext::default(),
+    )
+    .with_zone(zone("a"));
     let object = K8sObject::new(
         configmap("topology-zone-label", json!({"harmony.io/zone": "b"}))["manifests"][0].clone(),
     )
@@ -386,7 +311,7 @@ async fn children_in_another_region_or_zone_are_refused_and_nothing_reaches_an_a
         }
         other => panic!("expected InvalidObject, got {other:?}"),
     }
-    assert!(!has_configmap(&server, "topology-zone-label"));
+    assert!(!has_configmap(server, "topology-zone-label"));
     let s = w.status("eu").await;
     assert_eq!(s.zone("a").unwrap().pending_requests, Some(0));
 
@@ -401,7 +326,7 @@ async fn children_in_another_region_or_zone_are_refused_and_nothing_reaches_an_a
             parent: None,
         })
         .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", w.cp.logs()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.cp().logs()));
     assert_eq!(
         (parent.region.as_str(), parent.zone.as_deref()),
         ("eu", Some("a"))

@@ -8,22 +8,15 @@
 
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use harmony::infra::control_plane::{
-    ControlPlaneClient, NewService, RegionStatus, ServiceInstance,
-};
-use harmony::types::{RegionId, ZoneId};
+use harmony::infra::control_plane::{NewService, RegionStatus, ServiceInstance};
 use harmony_agent_protocol::ProviderHealth;
-use harmony_e2e::ApiServer;
-use harmony_e2e::multi_region::{
-    Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki, free_port,
-};
+use harmony_e2e::eventually::{eventually, eventually_blocking};
+use harmony_e2e::multi_region::{AgentOptions, free_port};
 use harmony_e2e::providers::{ProviderProcess, http_json};
+use harmony_e2e::world::{World, WorldOptions, region, zone};
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 const PROVIDER_BIN: &str = env!("CARGO_BIN_EXE_e2e-provider");
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -48,28 +41,16 @@ spec:
 "#;
 const UNHEALTHY_MS: u64 = 600;
 
-struct World {
-    server: ApiServer,
-    pki: Pki,
-    cp: ControlPlane,
-    client: ControlPlaneClient,
-    dir: tempfile::TempDir,
+/// The world and the port of the agent's provider API.
+struct Providers {
+    world: World,
     api_port: u16,
 }
 
-impl World {
+impl Providers {
     fn new() -> Self {
-        let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-        let pki = Pki::new().unwrap();
-        let cp = ControlPlane::start(CP_BIN.as_ref(), &pki, ControlPlaneOptions::default())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let client = cp.client();
         Self {
-            server,
-            pki,
-            cp,
-            client,
-            dir: tempfile::tempdir().unwrap(),
+            world: World::start(harmony_e2e::bins!(), WorldOptions::default()),
             api_port: free_port().unwrap(),
         }
     }
@@ -77,14 +58,7 @@ impl World {
     /// Creates region `r` and returns options for its agent, with the provider API on a fixed
     /// loopback port and provider health unavailable after `unavailable_ms`.
     async fn region(&self, r: &str, unavailable_ms: u64, extra: &[&str]) -> AgentOptions {
-        let created = self
-            .client
-            .create_region(&RegionId::parse(r).unwrap(), &ZoneId::parse("z1").unwrap())
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .expect("new region");
-        let token_file = self.dir.path().join(format!("{r}.token"));
-        std::fs::write(&token_file, created.bootstrap_token.expose()).unwrap();
+        let created = self.world.create(r, "z1").await;
         let mut extra_args: Vec<String> = [
             "--provider-listen".to_string(),
             format!("127.0.0.1:{}", self.api_port),
@@ -102,43 +76,12 @@ impl World {
         .into();
         extra_args.extend(extra.iter().map(|s| s.to_string()));
         AgentOptions {
-            bootstrap_token_file: Some(token_file),
             extra_args,
             rust_log: Some("harmony_agent=debug,info".into()),
-            ..AgentOptions::new(
-                &self.cp.url(),
-                r,
-                "z1",
-                self.pki.ca(),
-                self.server.kubeconfig(),
-                self.dir.path().join(format!("{r}.identity")),
-            )
+            ..self
+                .world
+                .agent_options(r, r, "z1", Some(&created.bootstrap_token))
         }
-    }
-
-    fn agent(&self, name: &str, o: &AgentOptions) -> Agent {
-        Agent::start(AGENT_BIN.as_ref(), o, &self.log(name)).unwrap()
-    }
-
-    fn log(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.log"))
-    }
-
-    /// The control plane's log and every agent and provider log, for failure messages.
-    fn logs(&self) -> String {
-        let mut out = format!("control plane log:\n{}", self.cp.logs());
-        let mut files: Vec<_> = std::fs::read_dir(self.dir.path())
-            .map(|d| d.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
-        files.sort();
-        for f in files
-            .iter()
-            .filter(|f| f.extension().is_some_and(|x| x == "log"))
-        {
-            let text = std::fs::read_to_string(f).unwrap_or_default();
-            out.push_str(&format!("\n--- {}:\n{text}", f.display()));
-        }
-        out
     }
 
     fn api(&self, path: &str) -> String {
@@ -163,71 +106,32 @@ impl World {
 
     /// Waits until the agent's provider API answers (it starts with the agent).
     fn wait_api(&self) {
-        let started = Instant::now();
-        while http_json("GET", &self.api("/healthz"), None, None).is_err() {
-            assert!(
-                started.elapsed() < WAIT,
-                "the agent's provider API never answered"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    async fn status(&self, r: &str) -> RegionStatus {
-        self.client
-            .region(r)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .expect("region exists")
-    }
-
-    /// Waits until `check` holds for the region's status.
-    async fn wait_region(
-        &self,
-        r: &str,
-        what: &str,
-        check: impl Fn(&RegionStatus) -> bool,
-    ) -> RegionStatus {
-        let started = Instant::now();
-        loop {
-            let s = self.status(r).await;
-            if check(&s) {
-                return s;
-            }
-            assert!(
-                started.elapsed() < WAIT,
-                "region {r}: {what} not reached after {WAIT:?}: {s:?}\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually_blocking(WAIT, "the agent's provider API to answer", || {
+            http_json("GET", &self.api("/healthz"), None, None)
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
     }
 
     async fn wait_instance(&self, id: &str, state: &str) -> ServiceInstance {
-        let started = Instant::now();
-        loop {
-            let s = self
+        eventually(WAIT, format!("instance {id} {state}"), || async {
+            match self
+                .world
                 .client
                 .service(id)
                 .await
-                .unwrap_or_else(|e| panic!("{e}"));
-            if let Some(s) = &s
-                && s.state == state
+                .unwrap_or_else(|e| panic!("{e}"))
             {
-                return s.clone();
+                Some(s) if s.state == state => Ok(s),
+                other => Err(other),
             }
-            assert!(
-                started.elapsed() < WAIT,
-                "instance {id} not {state} after {WAIT:?}: {s:?}\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.world.logs()))
     }
 
     /// Runs the fixture's kubectl and fails the test with its stderr when it fails.
     fn kubectl_ok(&self, args: &[&str]) -> Vec<u8> {
-        let out = self.server.kubectl(args);
+        let out = self.world.server.kubectl(args);
         assert!(
             out.status.success(),
             "kubectl {}: {}",
@@ -284,22 +188,22 @@ impl World {
 
     /// Waits until the control plane no longer knows instance `id`.
     async fn wait_removed(&self, id: &str) {
-        let started = Instant::now();
-        while self.client.service(id).await.unwrap().is_some() {
-            assert!(
-                started.elapsed() < WAIT,
-                "instance {id} never deleted\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(WAIT, format!("instance {id} deleted"), || async {
+            match self.world.client.service(id).await.unwrap() {
+                None => Ok(()),
+                Some(s) => Err(s),
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.world.logs()));
     }
 
     async fn create(&self, t: &str, region: Option<&str>, spec: Value) -> ServiceInstance {
-        self.client
+        self.world
+            .client
             .create_service(&new_service(t, region, spec))
             .await
-            .unwrap_or_else(|e| panic!("creating a {t}: {e}\n{}", self.cp.logs()))
+            .unwrap_or_else(|e| panic!("creating a {t}: {e}\n{}", self.world.cp().logs()))
     }
 }
 
@@ -326,28 +230,29 @@ fn offer_health(s: &RegionStatus, t: &str) -> Option<ProviderHealth> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped_and_comes_back() {
-    let w = World::new();
+    let w = Providers::new();
     // Unavailable after 5 s: a window in which the stopped provider is unhealthy (creates queue).
     let unavailable_ms = 5000;
     let o = w.region("east", unavailable_ms, &[]).await;
-    let mut agent = w.agent("agent", &o);
+    let mut agent = w.world.agent("agent", &o);
     // A second region whose agent never connects: naming it must be refused.
-    w.client
-        .create_region(
-            &RegionId::parse("west").unwrap(),
-            &ZoneId::parse("z1").unwrap(),
-        )
+    w.world
+        .client
+        .create_region(&region("west"), &zone("z1"))
         .await
         .unwrap();
     w.wait_api();
-    w.wait_region("east", "healthy", |s| s.is_healthy()).await;
+    w.world
+        .wait_region("east", "healthy", |s| s.is_healthy())
+        .await;
 
     // Registration: bad input is refused before anything is held.
     let (status, body) = w.register("Bad_Name", &["queue"], "http://127.0.0.1:1");
     assert_eq!(status, 400, "{body}");
     assert!(body["error"].as_str().unwrap().contains("name"), "{body}");
 
-    let mut q1 = ProviderProcess::start(PROVIDER_BIN.as_ref(), "q1", w.dir.path(), 300).unwrap();
+    let mut q1 =
+        ProviderProcess::start(PROVIDER_BIN.as_ref(), "q1", w.world.dir.path(), 300).unwrap();
     let (status, body) = w.register("q1", &["queue"], &q1.url());
     assert_eq!(status, 201, "{body}");
     // The same registration again is idempotent.
@@ -375,6 +280,7 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
     );
 
     let s = w
+        .world
         .wait_region("east", "queue advertised", |s| advertises(s, "queue"))
         .await;
     assert!(advertises(&s, "container"), "{s:?}");
@@ -397,6 +303,7 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
 
     // Naming regions: unknown -> error; a region without the type -> error listing where it is.
     let e = w
+        .world
         .client
         .create_service(&new_service("queue", Some("nowhere"), json!({})))
         .await
@@ -404,6 +311,7 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
         .to_string();
     assert!(e.contains("nowhere") && e.contains("404"), "{e}");
     let e = w
+        .world
         .client
         .create_service(&new_service("queue", Some("west"), json!({})))
         .await
@@ -417,11 +325,12 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
     // The provider stops: unhealthy first (creates are queued), then withdrawn.
     q1.kill9();
     let stopped = Instant::now();
-    w.wait_region("east", "queue unhealthy", |s| {
-        offer_health(s, "queue") == Some(ProviderHealth::Unhealthy)
-    })
-    .await;
-    let s = w.status("east").await;
+    w.world
+        .wait_region("east", "queue unhealthy", |s| {
+            offer_health(s, "queue") == Some(ProviderHealth::Unhealthy)
+        })
+        .await;
+    let s = w.world.status("east").await;
     assert!(
         !advertises(&s, "queue"),
         "advertised while unhealthy: {s:?}"
@@ -430,9 +339,9 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
     assert_eq!(queued.state, "queued", "{queued:?}");
     assert_eq!(queued.region, "east");
     // Deleting a queued create cancels it: it never reaches the provider.
-    let cancelled = w.client.delete_service(&queued.id).await.unwrap();
+    let cancelled = w.world.client.delete_service(&queued.id).await.unwrap();
     assert_eq!(cancelled.state, "cancelled", "{cancelled:?}");
-    assert!(w.client.service(&queued.id).await.unwrap().is_none());
+    assert!(w.world.client.service(&queued.id).await.unwrap().is_none());
     let waiting = w.create("queue", None, json!({"size": 2})).await;
     assert_eq!(waiting.state, "queued", "{waiting:?}");
     // Back before the unavailable threshold: the queued create goes through.
@@ -452,10 +361,11 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
     // Stopped for good: withdrawn within the thresholds, then creates are refused.
     q1.kill9();
     let stopped = Instant::now();
-    w.wait_region("east", "queue withdrawn", |s| {
-        offer_health(s, "queue").is_none()
-    })
-    .await;
+    w.world
+        .wait_region("east", "queue withdrawn", |s| {
+            offer_health(s, "queue").is_none()
+        })
+        .await;
     let after = stopped.elapsed();
     // The last good check was at most one interval before the stop.
     assert!(
@@ -467,6 +377,7 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
         "withdrawn only after {after:?}"
     );
     let e = w
+        .world
         .client
         .create_service(&new_service("queue", None, json!({})))
         .await
@@ -477,6 +388,7 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
         "{e}"
     );
     let e = w
+        .world
         .client
         .create_service(&new_service("queue", Some("east"), json!({})))
         .await
@@ -486,35 +398,37 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
 
     // Restarted: advertised again, and creates work.
     q1.restart().unwrap();
-    w.wait_region("east", "queue advertised again", |s| advertises(s, "queue"))
+    w.world
+        .wait_region("east", "queue advertised again", |s| advertises(s, "queue"))
         .await;
     // The example program's library: create and wait until ready, seeing every state.
     let mut seen = Vec::new();
     let again = example_service_instance::create_and_wait(
-        &w.client,
+        &w.world.client,
         &new_service("queue", Some("east"), json!({})),
         WAIT,
         |i| seen.push(i.state.clone()),
     )
     .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", w.cp.logs()));
+    .unwrap_or_else(|e| panic!("{e}\n{}", w.world.cp().logs()));
     assert_eq!(again.state, "ready");
     assert_eq!(seen.last().map(String::as_str), Some("ready"), "{seen:?}");
 
     // Registrations survive an agent restart.
     agent.kill9();
-    let agent = w.agent("agent-2", &o);
+    let agent = w.world.agent("agent-2", &o);
     w.wait_api();
     let (status, body) = http_json("GET", &w.api("/v1/providers/q1"), None, None).unwrap();
     assert_eq!(status, 200, "{body}\n{}", agent.log());
     assert_eq!(body["service_types"], json!(["queue"]));
-    w.wait_region("east", "queue advertised after the agent restart", |s| {
-        s.connected && advertises(s, "queue")
-    })
-    .await;
+    w.world
+        .wait_region("east", "queue advertised after the agent restart", |s| {
+            s.connected && advertises(s, "queue")
+        })
+        .await;
 
     // Deleting a live instance goes through the provider.
-    let gone = w.client.delete_service(&again.id).await.unwrap();
+    let gone = w.world.client.delete_service(&again.id).await.unwrap();
     assert!(
         ["deleted", "deleting"].contains(&gone.state.as_str()),
         "{gone:?}"
@@ -524,22 +438,25 @@ async fn an_external_provider_registers_serves_creates_is_withdrawn_when_stopped
     // Deregistration withdraws the type at once.
     let (status, body) = http_json("DELETE", &w.api("/v1/providers/q1"), None, None).unwrap();
     assert_eq!(status, 200, "{body}");
-    w.wait_region("east", "queue withdrawn after deregistration", |s| {
-        offer_health(s, "queue").is_none()
-    })
-    .await;
+    w.world
+        .wait_region("east", "queue withdrawn after deregistration", |s| {
+            offer_health(s, "queue").is_none()
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_type_is_never_advertised_while_no_healthy_provider_serves_it() {
-    let w = World::new();
+    let w = Providers::new();
     let o = w.region("north", 1500, &[]).await;
-    let _agent = w.agent("agent", &o);
+    let _agent = w.world.agent("agent", &o);
     w.wait_api();
-    w.wait_region("north", "healthy", |s| s.is_healthy()).await;
+    w.world
+        .wait_region("north", "healthy", |s| s.is_healthy())
+        .await;
     // A provider that is down from the start: registered, never healthy.
     let mut ghost =
-        ProviderProcess::start(PROVIDER_BIN.as_ref(), "ghost", w.dir.path(), 0).unwrap();
+        ProviderProcess::start(PROVIDER_BIN.as_ref(), "ghost", w.world.dir.path(), 0).unwrap();
     ghost.kill9();
     let (status, body) = w.register("ghost", &["ghost"], &ghost.url());
     assert_eq!(status, 201, "{body}");
@@ -548,7 +465,7 @@ async fn a_type_is_never_advertised_while_no_healthy_provider_serves_it() {
     let mut saw_unhealthy = false;
     let started = Instant::now();
     while started.elapsed() < Duration::from_millis(2500) {
-        let s = w.status("north").await;
+        let s = w.world.status("north").await;
         assert!(
             !advertises(&s, "ghost"),
             "advertised with no healthy provider: {s:?}"
@@ -568,25 +485,27 @@ async fn a_type_is_never_advertised_while_no_healthy_provider_serves_it() {
         saw_unhealthy,
         "the held-but-unhealthy state was never reported"
     );
-    let s = w.status("north").await;
+    let s = w.world.status("north").await;
     assert_eq!(offer_health(&s, "ghost"), None, "{s:?}");
     let (_, view) = http_json("GET", &w.api("/v1/providers/ghost"), None, None).unwrap();
     assert_eq!(view["health"], "unavailable", "{view}");
     // The same sampler sees an advertisement as soon as the provider is healthy.
     ghost.restart().unwrap();
-    w.wait_region("north", "ghost advertised once healthy", |s| {
-        advertises(s, "ghost")
-    })
-    .await;
+    w.world
+        .wait_region("north", "ghost advertised once healthy", |s| {
+            advertises(s, "ghost")
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn built_in_providers_follow_api_discovery_and_the_container_provider_creates_its_workload() {
-    let w = World::new();
+    let w = Providers::new();
     let o = w.region("south", 1500, &[]).await;
-    let _agent = w.agent("agent", &o);
+    let _agent = w.world.agent("agent", &o);
     w.wait_api();
     let s = w
+        .world
         .wait_region("south", "container advertised", |s| {
             s.is_healthy() && advertises(s, "container")
         })
@@ -640,13 +559,14 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
     ]);
     w.wait_instance(&id, "ready").await;
 
-    let gone = w.client.delete_service(&id).await.unwrap();
+    let gone = w.world.client.delete_service(&id).await.unwrap();
     assert!(
         ["deleted", "deleting"].contains(&gone.state.as_str()),
         "{gone:?}"
     );
     w.wait_removed(&id).await;
     let out = w
+        .world
         .server
         .kubectl(&["get", "deployment", "-n", "harmony-services", &id]);
     assert!(
@@ -655,11 +575,12 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
     );
 
     // The CloudNativePG API appears: discovery enables the postgresql provider.
-    w.server.install_crds().unwrap();
-    w.wait_region("south", "postgresql advertised", |s| {
-        advertises(s, "postgresql")
-    })
-    .await;
+    w.world.server.install_crds().unwrap();
+    w.world
+        .wait_region("south", "postgresql advertised", |s| {
+            advertises(s, "postgresql")
+        })
+        .await;
     let pg = w
         .create("postgresql", None, json!({"version": 17, "storage": "2Gi"}))
         .await;
@@ -681,7 +602,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
     // KubeVirt's API appears. tests/crds has no KubeVirt CRD, so this stand-in declares its
     // group, version and kind (VirtualMachine, kubevirt.io/v1) with an open schema: enough for
     // discovery and for the provider's objects, not a KubeVirt installation.
-    let crd = w.dir.path().join("kubevirt-vm-crd.yaml");
+    let crd = w.world.dir.path().join("kubevirt-vm-crd.yaml");
     std::fs::write(&crd, KUBEVIRT_VM_CRD).unwrap();
     w.kubectl_ok(&["apply", "-f", &crd.display().to_string()]);
     w.kubectl_ok(&[
@@ -690,7 +611,8 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         "--timeout=60s",
         "crd/virtualmachines.kubevirt.io",
     ]);
-    w.wait_region("south", "vm advertised", |s| advertises(s, "vm"))
+    w.world
+        .wait_region("south", "vm advertised", |s| advertises(s, "vm"))
         .await;
     let vm = w
         .create(
@@ -726,6 +648,7 @@ async fn built_in_providers_follow_api_discovery_and_the_container_provider_crea
         "the listing must see the providers' objects: {before:?}"
     );
     let e = w
+        .world
         .client
         .create_service(&new_service("container", None, json!({"replicas": 1})))
         .await;

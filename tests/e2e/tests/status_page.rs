@@ -10,14 +10,12 @@
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use harmony::types::{RegionId, ZoneId};
-use harmony_e2e::ApiServer;
-use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+use harmony_e2e::eventually::eventually;
+use harmony_e2e::multi_region::{Agent, ControlPlaneOptions};
+use harmony_e2e::world::{World, WorldOptions};
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 const WAIT: Duration = Duration::from_secs(60);
 const ADMIN_COLUMNS: [&str; 7] = [
     "last_heartbeat",
@@ -29,79 +27,51 @@ const ADMIN_COLUMNS: [&str; 7] = [
     "replica",
 ];
 
-struct World {
-    _server: ApiServer,
-    _pki: Pki,
-    cp: ControlPlane,
+/// The world, an HTTPS client trusting its CA, and the one agent.
+struct StatusWorld {
+    world: World,
     http: reqwest::Client,
-    /// The test CA's certificate (PEM).
-    pki_ca: String,
-    dir: tempfile::TempDir,
     _agent: Agent,
 }
 
-impl World {
+impl StatusWorld {
     /// `eu-west`/`paris-1` healthy with its agent, `us-east`/`nyc-1` never connected with two
     /// requests queued.
     async fn new() -> Self {
-        let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-        let pki = Pki::new().unwrap();
         // Generous health thresholds: a busy machine must not turn the healthy region
         // unhealthy between the page and the API's answer the test compares it with.
-        let options = ControlPlaneOptions {
-            unhealthy_after_ms: 15_000,
-            unavailable_after_ms: 30_000,
-            ..ControlPlaneOptions::default()
-        };
-        let cp =
-            ControlPlane::start(CP_BIN.as_ref(), &pki, options).unwrap_or_else(|e| panic!("{e}"));
-        let client = cp.client();
-        let dir = tempfile::tempdir().unwrap();
-        let create = |r: &'static str, z: &'static str| {
-            let client = client.clone();
-            async move {
-                client
-                    .create_region(&RegionId::parse(r).unwrap(), &ZoneId::parse(z).unwrap())
-                    .await
-                    .unwrap_or_else(|e| panic!("{e}"))
-                    .expect("a new region")
-            }
-        };
-        let eu = create("eu-west", "paris-1").await;
-        create("us-east", "nyc-1").await;
-        let token_file = dir.path().join("eu.bootstrap-token");
-        std::fs::write(&token_file, eu.bootstrap_token.expose()).unwrap();
-        let options = AgentOptions {
-            bootstrap_token_file: Some(token_file),
-            ..AgentOptions::new(
-                &cp.url(),
-                "eu-west",
-                "paris-1",
-                pki.ca(),
-                server.kubeconfig(),
-                dir.path().join("eu.identity"),
-            )
-        };
-        let agent = Agent::start(AGENT_BIN.as_ref(), &options, &dir.path().join("eu.log")).unwrap();
+        let world = World::start(
+            harmony_e2e::bins!(),
+            WorldOptions {
+                control_plane: ControlPlaneOptions {
+                    unhealthy_after_ms: 15_000,
+                    unavailable_after_ms: 30_000,
+                    ..ControlPlaneOptions::default()
+                },
+                ..Default::default()
+            },
+        );
+        let eu = world.create("eu-west", "paris-1").await;
+        world.create("us-east", "nyc-1").await;
+        let options = world.agent_options("eu", "eu-west", "paris-1", Some(&eu.bootstrap_token));
+        let agent = world.agent("eu", &options);
         let http = harmony_http::ClientSettings::new()
-            .ca_pem(Some(pki.ca_pem.as_bytes()))
+            .ca_pem(Some(world.pki().ca_pem.as_bytes()))
             .https_only(true)
             .build()
             .unwrap_or_else(|e| panic!("{}: {}", e.field, e.problem));
         let w = Self {
-            _server: server,
-            pki_ca: pki.ca_pem.clone(),
-            _pki: pki,
-            cp,
+            world,
             http,
-            dir,
             _agent: agent,
         };
         w.wait_for("eu-west healthy", |r| health_of(r, "eu-west") == "healthy")
             .await;
         // Requests for the region without an agent stay queued: two in flight.
         for i in 0..2 {
-            let answer = client
+            let answer = w
+                .world
+                .client
                 .request(
                     "us-east",
                     &format!("queued-{i}"),
@@ -128,7 +98,10 @@ impl World {
     ) -> (u16, Value) {
         let mut req = self
             .http
-            .request(method.parse().unwrap(), format!("{}{path}", self.cp.url()))
+            .request(
+                method.parse().unwrap(),
+                format!("{}{path}", self.world.url()),
+            )
             .bearer_auth(token);
         if let Some(b) = body {
             req = req.json(&b);
@@ -152,19 +125,12 @@ impl World {
     }
 
     async fn wait_for(&self, what: &str, ok: impl Fn(&Value) -> bool) {
-        let started = Instant::now();
-        loop {
-            let r = self.regions(&self.cp.admin_token).await;
-            if ok(&r) {
-                return;
-            }
-            assert!(
-                started.elapsed() < WAIT,
-                "not {what} after {WAIT:?}: {r}\n{}",
-                self.cp.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        eventually(WAIT, what, || async {
+            let r = self.regions(self.world.admin_token()).await;
+            if ok(&r) { Ok(()) } else { Err(r) }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.world.cp().logs()));
     }
 
     /// Runs `shot.mjs` signed in with `token`, clicking the `filter` link when given.
@@ -172,7 +138,7 @@ impl World {
         self.browse_with(token, name, filter, None).await
     }
 
-    /// [`World::browse`], revoking the token through `revoke` (an admin API path) while the
+    /// [`StatusWorld::browse`], revoking the token through `revoke` (an admin API path) while the
     /// page is open instead of signing out.
     async fn browse_with(
         &self,
@@ -193,17 +159,17 @@ impl World {
         let out = shots_dir();
         let mut cmd = Command::new("node");
         cmd.arg(&script)
-            .env("STATUS_URL", self.cp.url())
+            .env("STATUS_URL", self.world.url())
             .env("STATUS_TOKEN", token)
             .env("STATUS_OUT", &out)
             .env("STATUS_NAME", name)
-            .env("HOME", self.dir.path());
+            .env("HOME", self.world.dir.path());
         if let Some(f) = filter {
             cmd.env("STATUS_FILTER", f);
         }
         if let Some(path) = revoke {
-            cmd.env("STATUS_REVOKE_URL", format!("{}{path}", self.cp.url()))
-                .env("STATUS_ADMIN_TOKEN", &self.cp.admin_token)
+            cmd.env("STATUS_REVOKE_URL", format!("{}{path}", self.world.url()))
+                .env("STATUS_ADMIN_TOKEN", self.world.admin_token())
                 // Node's own fetch, to the control plane signed by the test's CA.
                 .env("NODE_TLS_REJECT_UNAUTHORIZED", "0");
         }
@@ -220,7 +186,7 @@ impl World {
                 panic!(
                     "shot.mjs gave no result ({}):\n{stdout}\n{stderr}\ncontrol plane log:\n{}",
                     output.status,
-                    self.cp.logs()
+                    self.world.cp().logs()
                 )
             });
         for l in stderr.lines().filter(|l| l.starts_with("shot.mjs: ")) {
@@ -375,8 +341,8 @@ fn header_cols(page: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_status_page_in_chromium_shows_what_the_api_answers() {
-    let w = World::new().await;
-    let admin = w.cp.admin_token.clone();
+    let w = StatusWorld::new().await;
+    let admin = w.world.admin_token().to_string();
 
     let before = w.regions(&admin).await;
     let page = w.browse(&admin, "status-admin", None).await;
@@ -443,7 +409,7 @@ async fn the_status_page_in_chromium_shows_what_the_api_answers() {
 
     // The cookie is no credential for the API, and an unknown filter is a 400 naming the values.
     let raw = |path: &str, cookie: Option<&str>| {
-        let mut req = w.http.get(format!("{}{path}", w.cp.url()));
+        let mut req = w.http.get(format!("{}{path}", w.world.url()));
         if let Some(c) = cookie {
             req = req.header("cookie", c);
         }
@@ -451,7 +417,7 @@ async fn the_status_page_in_chromium_shows_what_the_api_answers() {
     };
     // A session of its own, signed in with a plain form post (no Origin: not a browser).
     let no_redirects = harmony_http::ClientSettings::new()
-        .ca_pem(Some(w.pki_ca.as_bytes()))
+        .ca_pem(Some(w.world.pki().ca_pem.as_bytes()))
         .https_only(true)
         .builder()
         .unwrap_or_else(|e| panic!("{}: {}", e.field, e.problem))
@@ -459,7 +425,7 @@ async fn the_status_page_in_chromium_shows_what_the_api_answers() {
         .build()
         .unwrap();
     let login = no_redirects
-        .post(format!("{}/status/login", w.cp.url()))
+        .post(format!("{}/status/login", w.world.url()))
         .header("content-type", "application/x-www-form-urlencoded")
         .body(format!(
             "token={}",
@@ -504,8 +470,8 @@ fn cookie_value(token: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tenants_status_page_shows_no_admin_fields() {
-    let w = World::new().await;
-    let admin = w.cp.admin_token.clone();
+    let w = StatusWorld::new().await;
+    let admin = w.world.admin_token().to_string();
     let (status, tenant) = w
         .call(
             "POST",
