@@ -116,7 +116,7 @@ enum Processes {
         // Declared after `cp`: dropped (stopped) after it.
         _pg: Option<PgServer>,
     },
-    Replicas(Replicas),
+    Replicas(Box<Replicas>),
 }
 
 /// A fixture API server, the control plane with an admin client, and a folder for the agents'
@@ -163,10 +163,10 @@ impl World {
                     _pg: Some(pg),
                 }
             }
-            Plane::Replicas { count, max_agents } => Processes::Replicas(
+            Plane::Replicas { count, max_agents } => Processes::Replicas(Box::new(
                 Replicas::start(cp_bin, count, options.control_plane, max_agents)
                     .unwrap_or_else(|e| panic!("{e}")),
-            ),
+            )),
         };
         let client = match &processes {
             Processes::One { cp, .. } => cp.client(),
