@@ -11,7 +11,7 @@ use harmony_api::ApiError;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
-use super::test_world::{ADMIN, app, send};
+use super::test_world::{ADMIN, app, request, send};
 use crate::services::{regions, tenancy};
 
 /// The field names the bodies know, so generated objects often have the right shape.
@@ -136,13 +136,12 @@ async fn hit(
     body: Vec<u8>,
 ) -> Result<StatusCode, String> {
     let token = if admin { ADMIN } else { tenant_token };
-    let req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header(header::AUTHORIZATION, format!("Bearer {token}"))
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.clone()))
-        .unwrap();
+    let req = request(
+        method.parse().unwrap(),
+        path,
+        Some(token),
+        Some(body.clone()),
+    );
     let (status, _, text) = send(app, req).await;
     let shown = String::from_utf8_lossy(&body);
     let shown: String = shown.chars().take(200).collect();

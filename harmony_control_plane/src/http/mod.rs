@@ -3,6 +3,8 @@
 //! bound).
 
 pub mod agent;
+#[cfg(test)]
+mod authz_tests;
 pub mod body;
 pub mod caller;
 pub mod error;
