@@ -109,6 +109,10 @@ pub struct WorldOptions {
 }
 
 /// The control-plane processes of a world.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one value per test world, never moved in a loop"
+)]
 enum Processes {
     One {
         cp: ControlPlane,
@@ -116,7 +120,7 @@ enum Processes {
         // Declared after `cp`: dropped (stopped) after it.
         _pg: Option<PgServer>,
     },
-    Replicas(Box<Replicas>),
+    Replicas(Replicas),
 }
 
 /// A fixture API server, the control plane with an admin client, and a folder for the agents'
@@ -163,10 +167,10 @@ impl World {
                     _pg: Some(pg),
                 }
             }
-            Plane::Replicas { count, max_agents } => Processes::Replicas(Box::new(
+            Plane::Replicas { count, max_agents } => Processes::Replicas(
                 Replicas::start(cp_bin, count, options.control_plane, max_agents)
                     .unwrap_or_else(|e| panic!("{e}")),
-            )),
+            ),
         };
         let client = match &processes {
             Processes::One { cp, .. } => cp.client(),

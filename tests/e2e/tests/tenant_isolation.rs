@@ -26,7 +26,7 @@ use harmony_e2e::raw_api::RawApi;
 use harmony_e2e::world::{Plane, World, WorldOptions};
 use harmony_http::reqwest::Method as M;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PROVIDER_BIN: &str = env!("CARGO_BIN_EXE_e2e-provider");
 const WAIT: Duration = Duration::from_secs(60);
