@@ -14,16 +14,15 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use harmony::infra::control_plane::{ControlPlaneError, CreatedRegion, Health, RegionStatus};
-use harmony::types::{RegionId, ZoneId};
 use harmony_agent_protocol::{MAX_FRAME_BYTES, Res, close};
 use harmony_api::{RequestState, RequestStatus};
 use harmony_e2e::ApiServer;
+use harmony_e2e::eventually::eventually;
 use harmony_e2e::ha::{self, Replicas};
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions};
+use harmony_e2e::world::{Plane, World, WorldOptions};
 use tokio_tungstenite::tungstenite::Message;
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 const BENCH_BIN: &str = env!("CARGO_BIN_EXE_bench_agents");
 const WAIT: Duration = Duration::from_secs(90);
 const REPLICAS: usize = 3;
@@ -43,77 +42,75 @@ rules:
 - level: None
 ";
 
-struct World {
-    ha: Replicas,
-    server: ApiServer,
+/// The shared world with [`REPLICAS`] replicas, its API server auditing ConfigMap writes to
+/// `audit_log`.
+struct Ha {
+    world: World,
     audit_log: PathBuf,
-    dir: tempfile::TempDir,
+    // Declared after `world`: removed once the API server writing there has stopped.
+    _audit_dir: tempfile::TempDir,
 }
 
-impl World {
+impl Ha {
     fn new(extra_cp_args: &[&str]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let policy = dir.path().join("audit-policy.yaml");
+        let audit_dir = tempfile::tempdir().unwrap();
+        let policy = audit_dir.path().join("audit-policy.yaml");
         std::fs::write(&policy, AUDIT_POLICY).unwrap();
-        let audit_log = dir.path().join("audit.log");
+        let audit_log = audit_dir.path().join("audit.log");
         let server = ApiServer::start_with_flags(&[
             format!("--audit-policy-file={}", policy.display()),
             format!("--audit-log-path={}", audit_log.display()),
             "--audit-log-mode=blocking".into(),
         ])
         .unwrap_or_else(|e| panic!("{e}"));
-        let options = ControlPlaneOptions {
-            extra_args: extra_cp_args.iter().map(|s| s.to_string()).collect(),
-            ..ControlPlaneOptions::default()
-        };
-        let ha = Replicas::start(CP_BIN.as_ref(), REPLICAS, options, 64)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let world = World::start(
+            harmony_e2e::bins!(),
+            WorldOptions {
+                server: Some(server),
+                plane: Plane::Replicas {
+                    count: REPLICAS,
+                    max_agents: 64,
+                },
+                control_plane: ControlPlaneOptions {
+                    extra_args: extra_cp_args.iter().map(|s| s.to_string()).collect(),
+                    ..ControlPlaneOptions::default()
+                },
+            },
+        );
         Self {
-            ha,
-            server,
+            world,
             audit_log,
-            dir,
+            _audit_dir: audit_dir,
         }
     }
 
+    /// The replicas, their haproxy and database.
+    fn ha(&self) -> &Replicas {
+        self.world.replicas()
+    }
+
+    /// [`Self::ha`], to kill or restart replicas.
+    fn ha_mut(&mut self) -> &mut Replicas {
+        self.world.replicas_mut()
+    }
+
     async fn create(&self, r: &str) -> CreatedRegion {
-        let (region, zone) = (RegionId::parse(r).unwrap(), ZoneId::parse("z1").unwrap());
-        self.ha
-            .client(0)
-            .create_region(&region, &zone)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .expect("the region is new")
+        self.world.create(r, "z1").await
     }
 
     /// An agent of `r` dialling haproxy, with its own identity file, presenting `token` if any.
     fn agent_options(&self, name: &str, r: &str, token: Option<&CreatedRegion>) -> AgentOptions {
-        let token_file = token.map(|t| {
-            let p = self.dir.path().join(format!("{name}.bootstrap-token"));
-            std::fs::write(&p, t.bootstrap_token.expose()).unwrap();
-            p
-        });
-        AgentOptions {
-            bootstrap_token_file: token_file,
-            ..AgentOptions::new(
-                &self.ha.agent_url(),
-                r,
-                "z1",
-                self.ha.pki.ca(),
-                self.server.kubeconfig(),
-                self.dir.path().join(format!("{name}.identity")),
-            )
-        }
+        self.world
+            .agent_options(name, r, "z1", token.map(|t| &t.bootstrap_token))
     }
 
     fn agent(&self, name: &str, o: &AgentOptions) -> Agent {
-        let log = self.dir.path().join(format!("{name}.log"));
-        Agent::start(AGENT_BIN.as_ref(), o, &log).unwrap()
+        self.world.agent(name, o)
     }
 
     /// The region as replica `ask` sees it.
     async fn status(&self, ask: usize, r: &str) -> RegionStatus {
-        self.ha
+        self.ha()
             .client(ask)
             .region(r)
             .await
@@ -122,23 +119,20 @@ impl World {
     }
 
     async fn wait_healthy(&self, ask: usize, r: &str) -> RegionStatus {
-        let started = Instant::now();
-        loop {
+        eventually(WAIT, format!("region {r} healthy on cp-{ask}"), || async {
             let s = self.status(ask, r).await;
             if s.health == Health::Healthy {
-                return s;
+                Ok(s)
+            } else {
+                Err(s)
             }
-            assert!(
-                started.elapsed() < WAIT,
-                "region {r} not healthy: {s:?}\n{}",
-                self.ha.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
+        .unwrap_or_else(|w| panic!("{w}\n{}", self.world.logs()))
     }
 
     fn kubectl(&self, args: &[&str]) -> String {
-        let out = self.server.kubectl(args);
+        let out = self.world.server.kubectl(args);
         assert!(
             out.status.success(),
             "kubectl {args:?}: {}",
@@ -171,8 +165,9 @@ impl World {
 }
 
 /// `GET /v1/requests/{id}` on replica `i`: the request as stored, `None` when unknown.
-async fn request_status(w: &World, i: usize, id: &str) -> Option<RequestStatus> {
-    w.ha.client(i)
+async fn request_status(w: &Ha, i: usize, id: &str) -> Option<RequestStatus> {
+    w.ha()
+        .client(i)
         .request_status(id)
         .await
         .unwrap_or_else(|e| panic!("replica {i}: {e}"))
@@ -206,36 +201,32 @@ fn actions(res: &Res) -> Vec<String> {
     changes(res).into_iter().map(|(_, a)| a).collect()
 }
 
-fn agent_log(w: &World, name: &str) -> String {
-    std::fs::read_to_string(w.dir.path().join(format!("{name}.log"))).unwrap_or_default()
+fn agent_log(w: &Ha, name: &str) -> String {
+    std::fs::read_to_string(w.world.log(name)).unwrap_or_default()
 }
 
-async fn wait_log(w: &World, name: &str, needle: &str) {
-    let started = Instant::now();
-    while !agent_log(w, name).contains(needle) {
-        assert!(
-            started.elapsed() < WAIT,
-            "{needle:?} never in the {name} log:\n{}",
-            agent_log(w, name)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+async fn wait_log(w: &Ha, name: &str, needle: &str) {
+    eventually(WAIT, format!("{needle:?} in the {name} log"), || async {
+        agent_log(w, name).contains(needle).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}:\n{}", agent_log(w, name)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killing_the_replica_that_holds_the_agent_mid_request_applies_once_and_keeps_the_result() {
     const OBJECTS: usize = 400;
-    let mut w = World::new(&[]);
+    let mut w = Ha::new(&[]);
     let created = w.create("ha-a").await;
     let o = w.agent_options("agent", "ha-a", Some(&created));
     let _agent = w.agent("agent", &o);
     w.wait_healthy(0, "ha-a").await;
     w.kubectl(&["create", "namespace", "ha-a"]);
-    let holder = w.ha.holder(0, "ha-a").await.unwrap().expect("held");
+    let holder = w.ha().holder(0, "ha-a").await.unwrap().expect("held");
     let submitter = (holder + 1) % REPLICAS;
 
     // The request goes to a replica that does not hold the agent...
-    let client = w.ha.client(submitter);
+    let client = w.ha().client(submitter);
     let params = config_maps("ha-a", "cm", OBJECTS);
     let pending = tokio::spawn({
         let params = params.clone();
@@ -247,18 +238,18 @@ async fn killing_the_replica_that_holds_the_agent_mid_request_applies_once_and_k
     });
     // ...and the holder dies while the agent executes it.
     wait_log(&w, "agent", "executing request inflight-1 (").await;
-    w.ha.replicas[holder].kill9();
+    w.ha_mut().replicas[holder].kill9();
     let res = pending
         .await
         .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{}", w.ha.logs()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.world.logs()));
     let acts = actions(&res);
     assert_eq!(acts.len(), OBJECTS, "{res:?}");
     assert!(acts.iter().all(|a| a == "create"), "{acts:?}");
 
     // The agent came back through haproxy, to another replica.
     w.wait_healthy(submitter, "ha-a").await;
-    let now = w.ha.holder(submitter, "ha-a").await.unwrap();
+    let now = w.ha().holder(submitter, "ha-a").await.unwrap();
     assert!(now.is_some_and(|n| n != holder), "held by {now:?}");
 
     // Exactly once: one execution, one write per object on the API server, one field manager.
@@ -305,7 +296,7 @@ async fn killing_the_replica_that_holds_the_agent_mid_request_applies_once_and_k
     );
 
     // The result is readable from every replica, the killed one restarted.
-    w.ha.replicas[holder].start_again().unwrap();
+    w.ha_mut().replicas[holder].start_again().unwrap();
     for i in 0..REPLICAS {
         let status = request_status(&w, i, "inflight-1")
             .await
@@ -318,7 +309,7 @@ async fn killing_the_replica_that_holds_the_agent_mid_request_applies_once_and_k
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn requests_accepted_before_every_replica_restarts_are_delivered_once_after() {
     const QUEUED: usize = 6;
-    let mut w = World::new(&[]);
+    let mut w = Ha::new(&[]);
     let created = w.create("ha-b").await;
     let o = w.agent_options("agent", "ha-b", Some(&created));
     let mut agent = w.agent("agent", &o);
@@ -330,17 +321,18 @@ async fn requests_accepted_before_every_replica_restarts_are_delivered_once_afte
     // with a timeout that says the request stays queued.
     for i in 0..QUEUED {
         let id = format!("queued-{i}");
-        let e =
-            w.ha.client(i % REPLICAS)
-                .request(
-                    "ha-b",
-                    &id,
-                    "apply_manifests",
-                    config_maps("ha-b", &id, 1),
-                    Duration::from_millis(500),
-                )
-                .await
-                .expect_err("no agent is connected");
+        let e = w
+            .ha()
+            .client(i % REPLICAS)
+            .request(
+                "ha-b",
+                &id,
+                "apply_manifests",
+                config_maps("ha-b", &id, 1),
+                Duration::from_millis(500),
+            )
+            .await
+            .expect_err("no agent is connected");
         assert!(
             matches!(&e, ControlPlaneError::Status { status: 504, .. }),
             "{e}"
@@ -350,10 +342,10 @@ async fn requests_accepted_before_every_replica_restarts_are_delivered_once_afte
     }
 
     // Every replica restarts; then the agent comes back with its stored identity.
-    for r in &mut w.ha.replicas {
+    for r in &mut w.ha_mut().replicas {
         r.kill9();
     }
-    for r in &mut w.ha.replicas {
+    for r in &mut w.ha_mut().replicas {
         r.start_again().unwrap();
     }
     let _agent = w.agent(
@@ -368,17 +360,18 @@ async fn requests_accepted_before_every_replica_restarts_are_delivered_once_afte
     for i in 0..QUEUED {
         let id = format!("queued-{i}");
         // Re-sending the same id and body joins the stored request instead of acting again.
-        let res =
-            w.ha.client(i % REPLICAS)
-                .request(
-                    "ha-b",
-                    &id,
-                    "apply_manifests",
-                    config_maps("ha-b", &id, 1),
-                    WAIT,
-                )
-                .await
-                .unwrap_or_else(|e| panic!("{id}: {e}\n{}", w.ha.logs()));
+        let res = w
+            .ha()
+            .client(i % REPLICAS)
+            .request(
+                "ha-b",
+                &id,
+                "apply_manifests",
+                config_maps("ha-b", &id, 1),
+                WAIT,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{id}: {e}\n{}", w.world.logs()));
         assert_eq!(actions(&res), ["create"], "{id}");
         assert_eq!(w.writes("ha-b", &format!("{id}-0")), ["patch"], "{id}");
     }
@@ -392,7 +385,7 @@ async fn requests_accepted_before_every_replica_restarts_are_delivered_once_afte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn oversized_requests_are_refused_at_submit_and_an_oversized_result_fails_alone() {
-    let w = World::new(&[]);
+    let w = Ha::new(&[]);
     let created = w.create("ha-c").await;
     let o = w.agent_options("agent", "ha-c", Some(&created));
     let _agent = w.agent("agent", &o);
@@ -403,11 +396,12 @@ async fn oversized_requests_are_refused_at_submit_and_an_oversized_result_fails_
     let big = json!({"manifests": [{"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "big", "namespace": "ha-c"},
         "data": {"k": "x".repeat(MAX_FRAME_BYTES + 1024)}}]});
-    let e =
-        w.ha.client(1)
-            .request("ha-c", "too-big", "apply_manifests", big, WAIT)
-            .await
-            .expect_err("above the agent's limit");
+    let e = w
+        .ha()
+        .client(1)
+        .request("ha-c", "too-big", "apply_manifests", big, WAIT)
+        .await
+        .expect_err("above the agent's limit");
     match &e {
         ControlPlaneError::Status {
             status: 413, error, ..
@@ -425,7 +419,7 @@ async fn oversized_requests_are_refused_at_submit_and_an_oversized_result_fails_
     assert_eq!(w.status(0, "ha-c").await.pending_requests, 0);
 
     // A result above the limit: five ConfigMaps of ~950 KB read in one get_objects.
-    let blob = w.dir.path().join("blob");
+    let blob = w.world.dir.path().join("blob");
     std::fs::write(&blob, "y".repeat(950_000)).unwrap();
     let objects: Vec<Value> = (0..5)
         .map(|i| {
@@ -441,7 +435,7 @@ async fn oversized_requests_are_refused_at_submit_and_an_oversized_result_fails_
             json!({"api_version": "v1", "kind": "ConfigMap", "namespace": "ha-c", "name": name})
         })
         .collect();
-    let client = w.ha.client(2);
+    let client = w.ha().client(2);
     let res = client
         .request(
             "ha-c",
@@ -477,17 +471,18 @@ async fn oversized_requests_are_refused_at_submit_and_an_oversized_result_fails_
     );
 
     // Same id, different body: 409 from any replica; the same body returns the first result.
-    let e =
-        w.ha.client(1)
-            .request(
-                "ha-c",
-                "after-huge",
-                "apply_manifests",
-                config_maps("ha-c", "dup", 1),
-                WAIT,
-            )
-            .await
-            .expect_err("same id, different op");
+    let e = w
+        .ha()
+        .client(1)
+        .request(
+            "ha-c",
+            "after-huge",
+            "apply_manifests",
+            config_maps("ha-c", "dup", 1),
+            WAIT,
+        )
+        .await
+        .expect_err("same id, different op");
     match &e {
         ControlPlaneError::Status {
             status: 409, error, ..
@@ -497,11 +492,12 @@ async fn oversized_requests_are_refused_at_submit_and_an_oversized_result_fails_
         }
         other => panic!("expected 409 duplicate_id, got {other}"),
     }
-    let same =
-        w.ha.client(0)
-            .request("ha-c", "after-huge", "get_inventory", json!({}), WAIT)
-            .await
-            .unwrap();
+    let same = w
+        .ha()
+        .client(0)
+        .request("ha-c", "after-huge", "get_inventory", json!({}), WAIT)
+        .await
+        .unwrap();
     assert_eq!(same, next);
     assert!(
         w.writes("ha-c", "dup-0").is_empty(),
@@ -510,9 +506,9 @@ async fn oversized_requests_are_refused_at_submit_and_an_oversized_result_fails_
 }
 
 /// A raw agent connection through haproxy presenting `bearer`.
-async fn raw_ws(w: &World, bearer: &str) -> ha::Ws {
-    let tls = ha::tls_connector(&w.ha.pki.ca_pem).unwrap();
-    ha::ws_connect(w.ha.haproxy.addr(), &tls, bearer, None)
+async fn raw_ws(w: &Ha, bearer: &str) -> ha::Ws {
+    let tls = ha::tls_connector(&w.ha().pki.ca_pem).unwrap();
+    ha::ws_connect(w.ha().haproxy.addr(), &tls, bearer, None)
         .await
         .unwrap()
 }
@@ -528,7 +524,7 @@ fn hello(region: &str) -> Message {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lost_welcome_returns_the_same_identity_and_identities_rotate_without_a_gap() {
     // Identities live 6 s (renewed after 4 s); a replaced one stays valid 2 s more.
-    let mut w = World::new(&["--identity-ttl-s", "6", "--identity-overlap-s", "2"]);
+    let mut w = Ha::new(&["--identity-ttl-s", "6", "--identity-overlap-s", "2"]);
     let created = w.create("ha-e").await;
 
     // A connection cut right after the welcome: its identity never reached the agent.
@@ -585,38 +581,31 @@ async fn a_lost_welcome_returns_the_same_identity_and_identities_rotate_without_
         ),
         other => panic!("the expired identity was not refused: {other:?}"),
     }
-    let holder = w.ha.holder(0, "ha-e").await.unwrap().expect("held");
-    w.ha.replicas[holder].kill9();
+    let holder = w.ha().holder(0, "ha-e").await.unwrap().expect("held");
+    w.ha_mut().replicas[holder].kill9();
     let ask = (holder + 1) % REPLICAS;
-    let started = Instant::now();
-    while w
-        .ha
-        .holder(ask, "ha-e")
-        .await
-        .unwrap()
-        .is_none_or(|h| h == holder)
-    {
-        assert!(
-            started.elapsed() < WAIT,
-            "the agent did not come back\n{}",
-            w.ha.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(WAIT, "the agent back on another replica", || async {
+        match w.ha().holder(ask, "ha-e").await.unwrap() {
+            Some(h) if h != holder => Ok(()),
+            other => Err(other),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the agent did not come back: {e}\n{}", w.world.logs()));
     w.wait_healthy(ask, "ha-e").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_agent_killed_mid_apply_reports_the_objects_as_created_after_its_restart() {
     const OBJECTS: usize = 1000;
-    let w = World::new(&[]);
+    let w = Ha::new(&[]);
     let created = w.create("ha-f").await;
     let o = w.agent_options("agent", "ha-f", Some(&created));
     let mut agent = w.agent("agent", &o);
     w.wait_healthy(0, "ha-f").await;
 
     // The namespace does not exist: the apply creates it first, then the ConfigMaps.
-    let client = w.ha.client(1);
+    let client = w.ha().client(1);
     let pending = tokio::spawn(async move {
         client
             .request(
@@ -634,11 +623,11 @@ async fn an_agent_killed_mid_apply_reports_the_objects_as_created_after_its_rest
             .filter(|l| l.starts_with("configmap/cm-"))
             .count()
     };
-    let started = Instant::now();
-    while count() == 0 {
-        assert!(started.elapsed() < WAIT, "the apply never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(WAIT, "the apply's first ConfigMap", || async {
+        (count() > 0).then_some(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the apply never started: {e}"));
     agent.kill9();
     let at_kill = count();
     assert!(
@@ -656,7 +645,7 @@ async fn an_agent_killed_mid_apply_reports_the_objects_as_created_after_its_rest
     let res = pending
         .await
         .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{}", w.ha.logs()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.world.logs()));
     // Every object of the request, and the namespace it created, reported as created once.
     let changes = changes(&res);
     let mut objects: Vec<&str> = changes.iter().map(|(o, _)| o.as_str()).collect();
@@ -711,6 +700,23 @@ async fn answer(r: harmony_http::reqwest::Response) -> (u16, Option<String>, Val
     (status, retry_after, r.json().await.unwrap_or(Value::Null))
 }
 
+/// The shared world with one replica (haproxy accepting 16 connections) started with `options`.
+fn one_replica(options: ControlPlaneOptions) -> World {
+    tokio::task::block_in_place(|| {
+        World::start(
+            harmony_e2e::bins!(),
+            WorldOptions {
+                plane: Plane::Replicas {
+                    count: 1,
+                    max_agents: 16,
+                },
+                control_plane: options,
+                ..WorldOptions::default()
+            },
+        )
+    })
+}
+
 /// A replica whose only pooled PostgreSQL connection is stuck (its query waits on a table lock
 /// the test holds) answers every call while the lock is held: those that cannot get the
 /// connection, and those combined into the statement that waits on the lock (ADR 0027), are
@@ -729,18 +735,10 @@ async fn a_busy_database_pool_is_answered_503_with_retry_after_not_500() {
         .to_vec(),
         ..ControlPlaneOptions::default()
     };
-    let ha = tokio::task::block_in_place(|| {
-        Replicas::start(std::path::Path::new(CP_BIN), 1, options, 16)
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
+    let w = one_replica(options);
+    let ha = w.replicas();
     let admin = ha.client(0);
-    admin
-        .create_region(
-            &RegionId::parse("eu").unwrap(),
-            &ZoneId::parse("z1").unwrap(),
-        )
-        .await
-        .unwrap();
+    w.create("eu", "z1").await;
 
     // Hold a lock every request's first read waits on, from a connection of our own.
     let (db, conn) = tokio_postgres::connect(&ha.pg.url("harmony"), tokio_postgres::NoTls)
@@ -814,24 +812,11 @@ async fn a_busy_database_pool_is_answered_503_with_retry_after_not_500() {
 /// database is back, without a restart of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_database_restart_is_answered_503_with_retry_after_never_500() {
-    let mut ha = tokio::task::block_in_place(|| {
-        Replicas::start(
-            std::path::Path::new(CP_BIN),
-            1,
-            ControlPlaneOptions::default(),
-            16,
-        )
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    let admin = ha.client(0);
-    admin
-        .create_region(
-            &RegionId::parse("eu").unwrap(),
-            &ZoneId::parse("z1").unwrap(),
-        )
-        .await
-        .unwrap();
-    tokio::task::block_in_place(|| ha.pg.stop()).unwrap();
+    let mut w = one_replica(ControlPlaneOptions::default());
+    let admin = w.replicas().client(0);
+    w.create("eu", "z1").await;
+    tokio::task::block_in_place(|| w.replicas_mut().pg.stop()).unwrap();
+    let ha = w.replicas();
 
     let http = harmony_http::ClientSettings::new()
         .ca_pem(Some(ha.pki.ca_pem.as_bytes()))
@@ -854,16 +839,13 @@ async fn a_database_restart_is_answered_503_with_retry_after_never_500() {
         }
     }
 
-    tokio::task::block_in_place(|| ha.pg.restart()).unwrap();
-    let deadline = Instant::now() + WAIT;
-    loop {
+    tokio::task::block_in_place(|| w.replicas_mut().pg.restart()).unwrap();
+    eventually(WAIT, "the replica to list the region again", || async {
         match admin.regions().await {
-            Ok(regions) if regions.len() == 1 => break,
-            other => assert!(
-                Instant::now() < deadline,
-                "the replica never answered again: {other:?}"
-            ),
+            Ok(regions) if regions.len() == 1 => Ok(()),
+            other => Err(other),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the replica never answered again: {e}"));
 }

@@ -7,22 +7,19 @@
 //! `--header-read-timeout-ms`) so the test takes about half a minute.
 
 use futures::StreamExt;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use harmony::infra::control_plane::{ControlPlaneClient, Health};
-use harmony::types::{RegionId, ZoneId};
+use harmony::infra::control_plane::Health;
 use harmony_agent_protocol::SecretString;
-use harmony_e2e::ApiServer;
+use harmony_e2e::eventually::eventually;
 use harmony_e2e::ha::{raise_fd_limit, tls_connector};
-use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+use harmony_e2e::multi_region::{Agent, ControlPlaneOptions};
+use harmony_e2e::world::{World, WorldOptions};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 const IDLE_TCP: usize = 1_500;
 const IDLE_TLS: usize = 500;
 const SLOWLORIS: usize = 500;
@@ -85,53 +82,31 @@ fn open_fds(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
-/// An agent of `region` (zone `z1`) bootstrapping with `token`, its token, identity and log
-/// files in `dir` (named after the region); the agent and its log's path.
-fn bootstrap_agent(
-    cp: &ControlPlane,
-    pki: &Pki,
-    server: &ApiServer,
-    dir: &Path,
-    region: &str,
-    token: &SecretString,
-) -> (Agent, PathBuf) {
-    let file = dir.join(format!("{region}.token"));
-    std::fs::write(&file, token.expose()).unwrap();
-    let o = AgentOptions {
-        bootstrap_token_file: Some(file),
-        ..AgentOptions::new(
-            &cp.url(),
-            region,
-            "z1",
-            pki.ca(),
-            server.kubeconfig(),
-            dir.join(format!("{region}.identity")),
-        )
-    };
-    let log = dir.join(format!("{region}.log"));
-    (Agent::start(AGENT_BIN.as_ref(), &o, &log).unwrap(), log)
+/// An agent of `region` (zone `z1`) bootstrapping with `token`, its files in the world's
+/// folder, named after the region.
+fn bootstrap_agent(w: &World, region: &str, token: &SecretString) -> Agent {
+    w.agent(region, &w.agent_options(region, region, "z1", Some(token)))
 }
 
-/// Waits until `region` is healthy, at most [`WAIT`] after `started`.
-async fn wait_healthy(
-    cp: &ControlPlane,
-    client: &ControlPlaneClient,
-    region: &str,
-    started: Instant,
-) {
-    while client.region(region).await.unwrap().unwrap().health != Health::Healthy {
-        assert!(
-            started.elapsed() < WAIT,
-            "agent {region} never got healthy:\n{}",
-            cp.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// Waits until every region of `regions` is healthy, at most [`WAIT`] in all.
+async fn wait_healthy(w: &World, regions: &[String]) {
+    eventually(WAIT, format!("agents {regions:?} healthy"), || async {
+        for region in regions {
+            let s = w.status(region).await;
+            if s.health != Health::Healthy {
+                return Err(s);
+            }
+        }
+        Ok(())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
 }
 
 /// A request through `region`'s agent, which must succeed.
-async fn inventory_through(client: &ControlPlaneClient, region: &str, id: &str) {
-    let res = client
+async fn inventory_through(w: &World, region: &str, id: &str) {
+    let res = w
+        .client
         .request(region, id, "get_inventory", serde_json::json!({}), WAIT)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -146,34 +121,28 @@ async fn idle_and_slowloris_connections_are_cut_by_timeouts_while_a_new_agent_ge
         fd_limit >= needed,
         "the open-file hard limit is {fd_limit}; this test needs {needed} (raise it with `ulimit -Hn`)"
     );
-    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    let pki = Pki::new().unwrap();
     let ms = TIMEOUT.as_millis().to_string();
-    let cp = ControlPlane::start(
-        CP_BIN.as_ref(),
-        &pki,
-        ControlPlaneOptions {
-            extra_args: vec![
-                "--tls-handshake-timeout-ms".into(),
-                ms.clone(),
-                "--header-read-timeout-ms".into(),
-                ms,
-            ],
-            ..ControlPlaneOptions::default()
+    let w = World::start(
+        harmony_e2e::bins!(),
+        WorldOptions {
+            control_plane: ControlPlaneOptions {
+                extra_args: vec![
+                    "--tls-handshake-timeout-ms".into(),
+                    ms.clone(),
+                    "--header-read-timeout-ms".into(),
+                    ms,
+                ],
+                ..ControlPlaneOptions::default()
+            },
+            ..WorldOptions::default()
         },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let pid = cp.pid().unwrap();
-    let client = cp.client();
-    let (region, zone) = (
-        RegionId::parse("calm").unwrap(),
-        ZoneId::parse("z1").unwrap(),
     );
-    let created = client.create_region(&region, &zone).await.unwrap().unwrap();
+    let pid = w.cp().pid().unwrap();
+    let created = w.create("calm", "z1").await;
     let baseline = open_fds(pid);
-    let tls = tls_connector(&pki.ca_pem).unwrap();
+    let tls = tls_connector(&w.pki().ca_pem).unwrap();
     let closed = Arc::new(AtomicUsize::new(0));
-    let addr = cp.addr;
+    let addr = w.cp().addr;
 
     // The crowd. Each connection is watched by its own task, bounded by its deadline.
     let mut crowd = Vec::new();
@@ -233,18 +202,9 @@ async fn idle_and_slowloris_connections_are_cut_by_timeouts_while_a_new_agent_ge
     );
 
     // Meanwhile, a new agent bootstraps and a request goes through it.
-    let dir = tempfile::tempdir().unwrap();
-    let (_agent, _) = bootstrap_agent(
-        &cp,
-        &pki,
-        &server,
-        dir.path(),
-        "calm",
-        &created.bootstrap_token,
-    );
-    let started = Instant::now();
-    wait_healthy(&cp, &client, "calm", started).await;
-    inventory_through(&client, "calm", "through-the-crowd").await;
+    let _agent = bootstrap_agent(&w, "calm", &created.bootstrap_token);
+    wait_healthy(&w, &["calm".to_string()]).await;
+    inventory_through(&w, "calm", "through-the-crowd").await;
     let done = Instant::now();
     assert_eq!(
         closed.load(Ordering::Relaxed),
@@ -287,16 +247,22 @@ async fn idle_and_slowloris_connections_are_cut_by_timeouts_while_a_new_agent_ge
         "{trickled:?} bytes"
     );
     // The control plane released their descriptors and still serves.
-    let started = Instant::now();
-    while open_fds(pid) > baseline + 16 {
-        assert!(
-            started.elapsed() < WAIT,
-            "descriptors: {baseline} before, {} now",
-            open_fds(pid)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let res = client
+    eventually(
+        WAIT,
+        "the hostile connections' descriptors released",
+        || async {
+            let now = open_fds(pid);
+            if now > baseline + 16 {
+                Err(format!("descriptors: {baseline} before, {now} now"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let res = w
+        .client
         .request(
             "calm",
             "after-the-crowd",
@@ -331,41 +297,34 @@ async fn a_full_control_plane_sheds_unauthenticated_connections_so_agents_get_in
         fd_limit >= needed,
         "the open-file hard limit is {fd_limit}; this test needs {needed} (raise it with `ulimit -Hn`)"
     );
-    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    let pki = Pki::new().unwrap();
-    let cp = ControlPlane::start(
-        CP_BIN.as_ref(),
-        &pki,
-        ControlPlaneOptions {
-            extra_args: [
-                "--tls-handshake-timeout-ms",
-                "120000",
-                "--header-read-timeout-ms",
-                "120000",
-            ]
-            .map(String::from)
-            .to_vec(),
-            open_files: Some(OPEN_FILES),
-            heartbeat_ms: 1_000,
-            unhealthy_after_ms: 3_000,
-            unavailable_after_ms: 6_000,
-            ..ControlPlaneOptions::default()
+    let w = World::start(
+        harmony_e2e::bins!(),
+        WorldOptions {
+            control_plane: ControlPlaneOptions {
+                extra_args: [
+                    "--tls-handshake-timeout-ms",
+                    "120000",
+                    "--header-read-timeout-ms",
+                    "120000",
+                ]
+                .map(String::from)
+                .to_vec(),
+                open_files: Some(OPEN_FILES),
+                heartbeat_ms: 1_000,
+                unhealthy_after_ms: 3_000,
+                unavailable_after_ms: 6_000,
+                ..ControlPlaneOptions::default()
+            },
+            ..WorldOptions::default()
         },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let pid = cp.pid().unwrap();
-    let client = cp.client();
+    );
+    let pid = w.cp().pid().unwrap();
+    let regions: Vec<String> = (0..AGENTS).map(|i| format!("honest{i}")).collect();
     let mut tokens = Vec::new();
-    for i in 0..AGENTS {
-        let region = RegionId::parse(&format!("honest{i}")).unwrap();
-        let created = client
-            .create_region(&region, &ZoneId::parse("z1").unwrap())
-            .await
-            .unwrap()
-            .unwrap();
-        tokens.push(created.bootstrap_token);
+    for region in &regions {
+        tokens.push(w.create(region, "z1").await.bootstrap_token);
     }
-    let (addr, tls) = (cp.addr, tls_connector(&pki.ca_pem).unwrap());
+    let (addr, tls) = (w.cp().addr, tls_connector(&w.pki().ca_pem).unwrap());
 
     // The crowd, oldest first. Every member's connect and handshake is bounded (so a listener
     // that cannot take the crowd does not stall the test) and a member shed on the way just
@@ -437,30 +396,25 @@ async fn a_full_control_plane_sheds_unauthenticated_connections_so_agents_get_in
     );
 
     // Honest agents now: each is served on its first attempt and turns healthy.
-    let dir = tempfile::tempdir().unwrap();
-    let agents: Vec<(Agent, PathBuf)> = tokens
+    let _agents: Vec<Agent> = regions
         .iter()
-        .enumerate()
-        .map(|(i, token)| {
-            bootstrap_agent(&cp, &pki, &server, dir.path(), &format!("honest{i}"), token)
-        })
+        .zip(&tokens)
+        .map(|(region, token)| bootstrap_agent(&w, region, token))
         .collect();
     let started = Instant::now();
-    for i in 0..AGENTS {
-        wait_healthy(&cp, &client, &format!("honest{i}"), started).await;
-    }
+    wait_healthy(&w, &regions).await;
     println!(
         "{AGENTS} agents healthy {:.1} s after they started",
         started.elapsed().as_secs_f64()
     );
-    for (_, log) in &agents {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
+    for region in &regions {
+        let text = std::fs::read_to_string(w.log(region)).unwrap_or_default();
         assert!(
             !text.contains("connection to the control plane lost"),
             "an agent's attempt failed before it got in:\n{text}"
         );
     }
-    inventory_through(&client, "honest0", "through-a-full-listener").await;
+    inventory_through(&w, "honest0", "through-a-full-listener").await;
     for c in crowd {
         c.abort();
     }

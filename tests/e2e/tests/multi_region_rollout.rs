@@ -5,40 +5,31 @@
 
 use base64::Engine;
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use harmony::domain::{
     ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus, WaitPolicy,
 };
 use harmony::infra::control_plane::ControlPlaneClient;
-use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::region_site::RegionSiteTopology;
 use harmony::types::{Dns1123Label, RegionId, ZoneId};
 use harmony_e2e::ApiServer;
-use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+use harmony_e2e::eventually::eventually;
+use harmony_e2e::multi_region::AgentOptions;
+use harmony_e2e::world::{World, WorldOptions};
 use harmony_modules::region::{IDENTITY_SECRET, MANAGED_CLUSTER_ROLE, RegionAgentRolloutScore};
-
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 
 async fn run(
     server: &ApiServer,
     control_plane: ControlPlaneClient,
     score: RegionAgentRolloutScore,
 ) -> ScoreReport {
-    let site = K8sTopology::new(
-        "region-direct",
-        KubeTarget::Kubeconfig {
-            path: Some(server.kubeconfig()),
-            context: None,
-        },
-        // The agent runs here as a local process, not as the Deployment's pod (and this fixture
-        // runs no controllers): waiting for the Deployment to roll out would wait for nothing.
-        &RunContext {
-            wait: WaitPolicy::disabled(),
-            ..RunContext::default()
-        },
-    );
+    // The agent runs here as a local process, not as the Deployment's pod (and this fixture
+    // runs no controllers): waiting for the Deployment to roll out would wait for nothing.
+    let site = server
+        .topology("region-direct", &RunContext::default())
+        .with_wait(WaitPolicy::disabled());
     let topology = RegionSiteTopology::new(site, control_plane);
     let mut maestro = Maestro::new(Inventory::empty(), topology);
     maestro.register(vec![Box::new(score)]);
@@ -59,65 +50,60 @@ fn kubectl_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_second_token() {
-    let server = std::sync::Arc::new(ApiServer::start().unwrap_or_else(|e| panic!("{e}")));
-    let pki = Pki::new().unwrap();
-    let cp = ControlPlane::start(CP_BIN.as_ref(), &pki, ControlPlaneOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let dir = tempfile::tempdir().unwrap();
+    let w = Arc::new(World::start(harmony_e2e::bins!(), WorldOptions::default()));
+    let (server, dir) = (&w.server, &w.dir);
     let score = RegionAgentRolloutScore::new(
         RegionId::parse("eu-west").unwrap(),
         ZoneId::parse("paris-1").unwrap(),
         "registry.example.com/harmony-agent:test",
     )
-    .with_ca_pem(pki.ca_pem.clone())
+    .with_ca_pem(w.pki().ca_pem.clone())
     .with_wait(Duration::from_secs(90));
 
     let rollout = {
-        let server = server.clone();
-        let score = score.clone();
-        let client = cp.client();
-        tokio::spawn(async move { run(&server, client, score).await })
+        let (w, score) = (w.clone(), score.clone());
+        tokio::spawn(async move { run(&w.server, w.client.clone(), score).await })
     };
     // The kubelet's part: once the Score applied the ConfigMap and the bootstrap Secret, start
     // the agent exactly as the Deployment would (same values, identity in a Secret).
-    let started = Instant::now();
-    let (config, token) = loop {
-        let cm = kubectl_json(
-            &server,
-            &[
-                "get",
-                "configmap",
-                "harmony-agent",
-                "-n",
-                "harmony-agent",
-                "-o",
-                "json",
-            ],
-        );
-        let secret = kubectl_json(
-            &server,
-            &[
-                "get",
-                "secret",
-                "harmony-agent-bootstrap",
-                "-n",
-                "harmony-agent",
-                "-o",
-                "json",
-            ],
-        );
-        if let (Some(cm), Some(secret)) = (cm, secret) {
+    let applied = eventually(
+        Duration::from_secs(60),
+        "the agent's configuration",
+        || async {
+            let cm = kubectl_json(
+                server,
+                &[
+                    "get",
+                    "configmap",
+                    "harmony-agent",
+                    "-n",
+                    "harmony-agent",
+                    "-o",
+                    "json",
+                ],
+            );
+            let secret = kubectl_json(
+                server,
+                &[
+                    "get",
+                    "secret",
+                    "harmony-agent-bootstrap",
+                    "-n",
+                    "harmony-agent",
+                    "-o",
+                    "json",
+                ],
+            );
+            let (cm, secret) = cm.zip(secret)?;
             let token = base64::engine::general_purpose::STANDARD
                 .decode(secret["data"]["token"].as_str().unwrap())
                 .unwrap();
-            break (cm["data"].clone(), String::from_utf8(token).unwrap());
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the Score applied no agent configuration"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+            Some((cm["data"].clone(), String::from_utf8(token).unwrap()))
+        },
+    )
+    .await;
+    let (config, token) =
+        applied.unwrap_or_else(|e| panic!("the Score applied no agent configuration: {e}"));
     assert!(token.starts_with("hbt_"));
     std::fs::write(
         dir.path().join("ca.crt"),
@@ -137,7 +123,7 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
             dir.path().join("unused"),
         )
     };
-    let agent = Agent::start(AGENT_BIN.as_ref(), &options, &dir.path().join("agent.log")).unwrap();
+    let agent = w.agent("agent", &options);
 
     let report = rollout.await.unwrap();
     assert_eq!(
@@ -174,7 +160,7 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
 
     // What the Deployment looks like on the server.
     let d = kubectl_json(
-        &server,
+        server,
         &[
             "get",
             "deployment",
@@ -198,7 +184,7 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
     let roles = kubectl_json(
-        &server,
+        server,
         &[
             "get",
             "clusterroles",
@@ -240,7 +226,7 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
             );
         }
     }
-    let bindings = kubectl_json(&server, &["get", "clusterrolebindings", "-o", "json"]).unwrap();
+    let bindings = kubectl_json(server, &["get", "clusterrolebindings", "-o", "json"]).unwrap();
     assert!(
         bindings["items"]
             .as_array()
@@ -251,7 +237,7 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     );
     // The agent kept its identity in a Secret of its namespace, through its K8sClient.
     let identity = kubectl_json(
-        &server,
+        server,
         &[
             "get",
             "secret",
@@ -266,7 +252,7 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     assert!(identity["data"]["identity"].is_string());
 
     // Idempotent: a second run mints no token and changes nothing.
-    let again = run(&server, cp.client(), score.clone()).await;
+    let again = run(server, w.client.clone(), score.clone()).await;
     assert_eq!(again.status, ScoreStatus::Noop, "{again:#?}");
     assert!(
         again
@@ -277,7 +263,8 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
         again.changes
     );
     assert_eq!(
-        cp.logs()
+        w.cp()
+            .logs()
             .matches("minted a bootstrap token for region eu-west")
             .count(),
         1
@@ -291,7 +278,7 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     )
     .in_namespace(Dns1123Label::parse("never-agent").unwrap())
     .with_wait(Duration::from_secs(2));
-    let failed = run(&server, cp.client(), never).await;
+    let failed = run(server, w.client.clone(), never).await;
     assert_eq!(failed.status, ScoreStatus::Failed);
     assert!(
         failed

@@ -13,21 +13,20 @@
 use base64::Engine;
 use serde_json::Value;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harmony::domain::{
     ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus, WaitPolicy,
 };
 use harmony::infra::control_plane::{ControlPlaneClient, Health};
-use harmony::infra::kube::{K8sTopology, KubeTarget};
 use harmony::infra::region_site::RegionSiteTopology;
 use harmony::types::{Dns1123Label, RegionId, ZoneId};
 use harmony_e2e::ApiServer;
-use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
+use harmony_e2e::eventually::eventually;
+use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions};
+use harmony_e2e::world::{World, WorldOptions};
 use harmony_modules::region::{IDENTITY_SECRET, RegionAgentRolloutScore};
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
 const IMAGE: &str = "registry.example.com/harmony-agent:test";
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -38,19 +37,11 @@ async fn run(
     control_plane: ControlPlaneClient,
     score: RegionAgentRolloutScore,
 ) -> ScoreReport {
-    let site = K8sTopology::new(
-        "zone-direct",
-        KubeTarget::Kubeconfig {
-            path: Some(server.kubeconfig()),
-            context: None,
-        },
-        // The agent runs here as a local process, not as the Deployment's pod (and this fixture
-        // runs no controllers): waiting for the Deployment to roll out would wait for nothing.
-        &RunContext {
-            wait: WaitPolicy::disabled(),
-            ..RunContext::default()
-        },
-    );
+    // The agent runs here as a local process, not as the Deployment's pod (and this fixture
+    // runs no controllers): waiting for the Deployment to roll out would wait for nothing.
+    let site = server
+        .topology("zone-direct", &RunContext::default())
+        .with_wait(WaitPolicy::disabled());
     let mut maestro = Maestro::new(
         Inventory::empty(),
         RegionSiteTopology::new(site, control_plane),
@@ -80,31 +71,33 @@ fn score(zone: &str) -> RegionAgentRolloutScore {
 }
 
 /// The kubelet's part for the agent the Score applied to `server`: waits for its ConfigMap and
-/// bootstrap Secret, then starts the agent process exactly as the Deployment would (same values,
-/// identity in a Secret of its namespace). Returns the agent and the token it was given.
-async fn kubelet(server: &ApiServer, dir: &std::path::Path, name: &str) -> (Agent, String) {
-    let started = Instant::now();
+/// bootstrap Secret, then starts the agent process of `w` exactly as the Deployment would (same
+/// values, identity in a Secret of its namespace). Returns the agent and the token it was given.
+async fn kubelet(w: &World, server: &ApiServer, name: &str) -> (Agent, String) {
+    let dir = w.dir.path();
     let get = |kind: &str, object: &str| {
         kubectl_json(
             server,
             &["get", kind, object, "-n", "harmony-agent", "-o", "json"],
         )
     };
-    let (config, token) = loop {
-        let cm = get("configmap", "harmony-agent");
-        let secret = get("secret", "harmony-agent-bootstrap");
-        if let (Some(cm), Some(secret)) = (cm, secret) {
+    let applied = eventually(
+        Duration::from_secs(60),
+        "the agent's configuration",
+        || async {
+            let cm = get("configmap", "harmony-agent");
+            let secret = get("secret", "harmony-agent-bootstrap");
+            let (cm, secret) = cm.zip(secret)?;
             let token = base64::engine::general_purpose::STANDARD
                 .decode(secret["data"]["token"].as_str().unwrap())
                 .unwrap();
-            break (cm["data"].clone(), String::from_utf8(token).unwrap());
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the Score applied no agent configuration or no bootstrap Secret for {name}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+            Some((cm["data"].clone(), String::from_utf8(token).unwrap()))
+        },
+    )
+    .await;
+    let (config, token) = applied.unwrap_or_else(|e| {
+        panic!("the Score applied no agent configuration or no bootstrap Secret for {name}: {e}")
+    });
     assert!(token.starts_with("hbt_"), "{name}");
     let ca = dir.join(format!("{name}.ca.crt"));
     let token_file = dir.join(format!("{name}.token"));
@@ -122,13 +115,7 @@ async fn kubelet(server: &ApiServer, dir: &std::path::Path, name: &str) -> (Agen
             dir.join(format!("{name}.unused")),
         )
     };
-    let agent = Agent::start(
-        AGENT_BIN.as_ref(),
-        &options,
-        &dir.join(format!("{name}.log")),
-    )
-    .unwrap();
-    (agent, token)
+    (w.agent(name, &options), token)
 }
 
 /// The control-plane changes of a report (object, action).
@@ -143,25 +130,29 @@ fn control_plane_changes(report: &ScoreReport) -> Vec<(&str, ChangeAction)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_zone_of_a_bootstrapped_region_gets_its_own_token_and_is_waited_for() {
-    let server_a = Arc::new(ApiServer::start().unwrap_or_else(|e| panic!("{e}")));
+    // Zone a's cluster is the world's API server; zone b's, a second one (a world has one).
+    let w = Arc::new(World::start(
+        harmony_e2e::bins!(),
+        WorldOptions {
+            // Generous health thresholds: a busy machine must not make a live agent look late.
+            control_plane: ControlPlaneOptions {
+                unhealthy_after_ms: 5_000,
+                unavailable_after_ms: 10_000,
+                ..ControlPlaneOptions::default()
+            },
+            ..WorldOptions::default()
+        },
+    ));
+    let server_a = &w.server;
     let server_b = Arc::new(ApiServer::start().unwrap_or_else(|e| panic!("{e}")));
-    let pki = Pki::new().unwrap();
-    // Generous health thresholds: a busy machine must not make a live agent look late.
-    let options = ControlPlaneOptions {
-        unhealthy_after_ms: 5_000,
-        unavailable_after_ms: 10_000,
-        ..ControlPlaneOptions::default()
-    };
-    let cp = ControlPlane::start(CP_BIN.as_ref(), &pki, options).unwrap_or_else(|e| panic!("{e}"));
-    let dir = tempfile::tempdir().unwrap();
-    let zone = |z: &str| score(z).with_ca_pem(pki.ca_pem.clone()).with_wait(WAIT);
+    let zone = |z: &str| score(z).with_ca_pem(w.pki().ca_pem.clone()).with_wait(WAIT);
 
     // Zone a: the region does not exist; the rollout creates it with zone a.
     let rollout_a = {
-        let (server, client, score) = (server_a.clone(), cp.client(), zone("a"));
-        tokio::spawn(async move { run(&server, client, score).await })
+        let (w, score) = (w.clone(), zone("a"));
+        tokio::spawn(async move { run(&w.server, w.client.clone(), score).await })
     };
-    let (agent_a, token_a) = kubelet(&server_a, dir.path(), "eu-a").await;
+    let (agent_a, token_a) = kubelet(&w, server_a, "eu-a").await;
     let report_a = rollout_a.await.unwrap();
     assert_eq!(
         report_a.status,
@@ -177,10 +168,10 @@ async fn a_second_zone_of_a_bootstrapped_region_gets_its_own_token_and_is_waited
     // Zone b: the region exists and zone a's agent holds an identity. The rollout adds zone b
     // and delivers zone b's own token (the kubelet finds a bootstrap Secret on server b).
     let rollout_b = {
-        let (server, client, score) = (server_b.clone(), cp.client(), zone("b"));
+        let (server, client, score) = (server_b.clone(), w.client.clone(), zone("b"));
         tokio::spawn(async move { run(&server, client, score).await })
     };
-    let (agent_b, token_b) = kubelet(&server_b, dir.path(), "eu-b").await;
+    let (agent_b, token_b) = kubelet(&w, &server_b, "eu-b").await;
     assert_ne!(token_a, token_b, "zone b was given zone a's token");
     let report_b = rollout_b.await.unwrap();
     assert_eq!(
@@ -222,32 +213,30 @@ async fn a_second_zone_of_a_bootstrapped_region_gets_its_own_token_and_is_waited
     );
 
     // Both zones end healthy in GET /v1/regions, each through its own agent.
-    let admin = cp.client();
-    let started = Instant::now();
-    loop {
+    let admin = &w.client;
+    let eu = eventually(WAIT, "zones a and b both healthy", || async {
         let regions = admin.regions().await.unwrap_or_else(|e| panic!("{e}"));
         let eu = regions
             .iter()
             .find(|r| r.region == "eu")
+            .cloned()
             .unwrap_or_else(|| panic!("no region eu in {regions:#?}"));
         let health = |z: &str| eu.zone(z).map(|v| v.health);
         if health("a") == Some(Health::Healthy) && health("b") == Some(Health::Healthy) {
-            assert_eq!(eu.health, Health::Healthy);
-            let b = eu.zone("b").unwrap();
-            assert_eq!(b.bootstrapped, Some(true), "{eu:#?}");
-            assert!(b.agent_version.is_some(), "{eu:#?}");
-            break;
+            Ok(eu)
+        } else {
+            Err(eu)
         }
-        assert!(
-            started.elapsed() < WAIT,
-            "zones a and b not both healthy: {eu:#?}\n{}",
-            cp.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", w.cp().logs()));
+    assert_eq!(eu.health, Health::Healthy);
+    let b = eu.zone("b").unwrap();
+    assert_eq!(b.bootstrapped, Some(true), "{eu:#?}");
+    assert!(b.agent_version.is_some(), "{eu:#?}");
 
     // Idempotent: a second run of zone b's rollout mints no token and changes nothing.
-    let again = run(&server_b, cp.client(), zone("b")).await;
+    let again = run(&server_b, w.client.clone(), zone("b")).await;
     assert_eq!(again.status, ScoreStatus::Noop, "{again:#?}");
     assert!(
         again
@@ -257,7 +246,7 @@ async fn a_second_zone_of_a_bootstrapped_region_gets_its_own_token_and_is_waited
         "{:#?}",
         again.changes
     );
-    let logs = cp.logs();
+    let logs = w.cp().logs();
     assert_eq!(
         logs.matches("minted a bootstrap token for region eu zone b ")
             .count(),
@@ -276,7 +265,7 @@ async fn a_second_zone_of_a_bootstrapped_region_gets_its_own_token_and_is_waited
     let never = zone("c")
         .in_namespace(Dns1123Label::parse("zone-c-agent").unwrap())
         .with_wait(Duration::from_secs(2));
-    let failed = run(&server_b, cp.client(), never).await;
+    let failed = run(&server_b, w.client.clone(), never).await;
     assert_eq!(failed.status, ScoreStatus::Failed, "{failed:#?}");
     assert!(
         failed

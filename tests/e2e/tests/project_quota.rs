@@ -8,22 +8,16 @@
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use harmony::domain::RunContext;
 use harmony::domain::capability::{ApplyOptions, CapabilityError, K8sClient, K8sObject};
 use harmony::infra::control_plane::{AgentTopology, ControlPlaneClient};
-use harmony::types::{RegionId, ZoneId};
 use harmony_agent_protocol::tenancy::{
     LIMIT_RANGE_NAME, MANAGED_BY_LABEL, PROJECT_LABEL, ProjectQuota, QUOTA_NAME, TENANT_LABEL,
 };
 use harmony_e2e::ApiServer;
 use harmony_e2e::agent_rbac::QuotaControllerStandIn;
-use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlane, ControlPlaneOptions, Pki};
-
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-const AGENT_BIN: &str = env!("CARGO_BIN_EXE_e2e-agent");
-const WAIT: Duration = Duration::from_secs(60);
+use harmony_e2e::world::{World, WorldOptions, region};
 
 fn config_map(name: &str, labels: Value) -> K8sObject {
     K8sObject::new(json!({
@@ -43,50 +37,10 @@ fn kubectl_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_projects_first_request_makes_it_present_and_its_quota_is_enforced_for_the_caller() {
-    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
-    let pki = Pki::new().unwrap();
-    let cp = ControlPlane::start(CP_BIN.as_ref(), &pki, ControlPlaneOptions::default())
-        .unwrap_or_else(|e| panic!("{e}"));
-    let admin = cp.client();
-    let dir = tempfile::tempdir().unwrap();
-
-    let created = admin
-        .create_region(
-            &RegionId::parse("eu").unwrap(),
-            &ZoneId::parse("z1").unwrap(),
-        )
-        .await
-        .unwrap()
-        .expect("a new region");
-    let token_file = dir.path().join("bootstrap-token");
-    std::fs::write(&token_file, created.bootstrap_token.expose()).unwrap();
-    let options = AgentOptions {
-        bootstrap_token_file: Some(token_file),
-        ..AgentOptions::new(
-            &cp.url(),
-            "eu",
-            "z1",
-            pki.ca(),
-            server.kubeconfig(),
-            dir.path().join("identity"),
-        )
-    };
-    let agent = Agent::start(AGENT_BIN.as_ref(), &options, &dir.path().join("agent.log")).unwrap();
-    let started = Instant::now();
-    while !admin
-        .region("eu")
-        .await
-        .unwrap()
-        .is_some_and(|r| r.is_healthy())
-    {
-        assert!(
-            started.elapsed() < WAIT,
-            "region eu never healthy:\n{}\n{}",
-            cp.logs(),
-            agent.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let w = World::start(harmony_e2e::bins!(), WorldOptions::default());
+    let (admin, server) = (&w.client, &w.server);
+    // Waits (up to a minute) until region eu is healthy.
+    let _agent = w.region_with_agent("agent", "eu", "z1").await;
 
     // The admin: tenant acme, project shop with at most two ConfigMaps in region eu.
     admin.create_tenant("acme").await.unwrap();
@@ -101,21 +55,16 @@ async fn a_projects_first_request_makes_it_present_and_its_quota_is_enforced_for
         .await
         .unwrap();
     let minted = admin.create_tenant_token("acme", None).await.unwrap();
-    let ca = std::fs::read(pki.ca()).unwrap();
-    let tenant = ControlPlaneClient::new(&cp.url(), minted.token.clone(), Some(&ca))
+    let ca = std::fs::read(w.pki().ca()).unwrap();
+    let tenant = ControlPlaneClient::new(&w.url(), minted.token.clone(), Some(&ca))
         .unwrap()
         .for_project(None, "shop");
 
     // Nothing of the project exists in the cluster before its first request.
-    assert!(kubectl_json(&server, &["get", "namespace", "acme-shop", "-o", "json"]).is_none());
+    assert!(kubectl_json(server, &["get", "namespace", "acme-shop", "-o", "json"]).is_none());
 
-    let _quota_controller = QuotaControllerStandIn::start(&server).unwrap();
-    let topology = AgentTopology::new(
-        "eu",
-        RegionId::parse("eu").unwrap(),
-        tenant,
-        &RunContext::default(),
-    );
+    let _quota_controller = QuotaControllerStandIn::start(server).unwrap();
+    let topology = AgentTopology::new("eu", region("eu"), tenant, &RunContext::default());
     // Namespace-less ConfigMaps: the agent puts them in the project's namespace.
     let first = topology
         .apply(
@@ -123,17 +72,17 @@ async fn a_projects_first_request_makes_it_present_and_its_quota_is_enforced_for
             &ApplyOptions::default(),
         )
         .await
-        .unwrap_or_else(|e| panic!("{e}\n{}\n{}", cp.logs(), agent.log()));
+        .unwrap_or_else(|e| panic!("{e}\n{}", w.logs()));
     assert_eq!(first.len(), 2, "{first:?}");
 
-    let ns = kubectl_json(&server, &["get", "namespace", "acme-shop", "-o", "json"])
+    let ns = kubectl_json(server, &["get", "namespace", "acme-shop", "-o", "json"])
         .expect("the project's namespace was created by its first request");
     let labels = &ns["metadata"]["labels"];
     assert_eq!(labels[MANAGED_BY_LABEL], "harmony", "{labels}");
     assert_eq!(labels[TENANT_LABEL], "acme", "{labels}");
     assert_eq!(labels[PROJECT_LABEL], "shop", "{labels}");
     let rq = kubectl_json(
-        &server,
+        server,
         &[
             "get",
             "resourcequota",
@@ -148,7 +97,7 @@ async fn a_projects_first_request_makes_it_present_and_its_quota_is_enforced_for
     assert_eq!(rq["spec"]["hard"]["count/configmaps"], "2", "{rq}");
     assert!(
         kubectl_json(
-            &server,
+            server,
             &[
                 "get",
                 "limitrange",
@@ -165,7 +114,7 @@ async fn a_projects_first_request_makes_it_present_and_its_quota_is_enforced_for
     for name in ["one", "two"] {
         assert!(
             kubectl_json(
-                &server,
+                server,
                 &["get", "configmap", name, "-n", "acme-shop", "-o", "json"]
             )
             .is_some(),
@@ -196,14 +145,14 @@ async fn a_projects_first_request_makes_it_present_and_its_quota_is_enforced_for
     );
     assert!(
         kubectl_json(
-            &server,
+            server,
             &["get", "configmap", "three", "-n", "acme-shop", "-o", "json"]
         )
         .is_none(),
         "the refused ConfigMap does not exist"
     );
     assert!(
-        !cp.logs().contains(minted.token.expose()),
+        !w.cp().logs().contains(minted.token.expose()),
         "the tenant token is never logged"
     );
 }
