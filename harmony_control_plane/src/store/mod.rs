@@ -16,6 +16,7 @@ pub mod sqlite;
 
 mod credentials;
 pub mod quantity;
+mod sql;
 pub mod tenancy;
 mod types;
 

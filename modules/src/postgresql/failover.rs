@@ -34,11 +34,15 @@ use harmony::domain::{
 };
 use harmony::types::Version;
 
+use super::primary_change::{
+    default_poll, default_step_timeout, multisite_score, point_at, refuse_render, reported,
+    step_pace,
+};
 use super::switchover::{
-    DistributedPostgreSQL, MemberRole, Pace, SiteRead, apply_role, newest_claimant, read_sites,
+    DistributedPostgreSQL, MemberRole, SiteRead, apply_role, newest_claimant, read_sites,
     require_distributed, wait_member,
 };
-use super::{MultisitePostgreSQL, MultisitePostgreSQLScore, MultisitePostgreSQLSpec};
+use super::{MultisitePostgreSQLScore, MultisitePostgreSQLSpec};
 use crate::interpret_support::capability_error;
 use choose::{declare_line, fence_line};
 
@@ -97,14 +101,6 @@ pub struct PostgreSQLFailoverScore {
     pub operator: Option<OperatorHandle>,
 }
 
-fn default_step_timeout() -> u64 {
-    300
-}
-
-fn default_poll() -> Duration {
-    Duration::from_secs(2)
-}
-
 impl PostgreSQLFailoverScore {
     /// Fails over `multisite`'s cluster; set [`Self::operator`] to the run's operator.
     pub fn new(multisite: &MultisitePostgreSQLScore) -> Self {
@@ -126,10 +122,7 @@ impl PostgreSQLFailoverScore {
     }
 
     fn multisite(&self) -> MultisitePostgreSQLScore {
-        // Through the resource, so fields of the Score outside its spec keep their defaults.
-        let mut resource = MultisitePostgreSQL::new(&self.name, self.spec.clone());
-        resource.metadata.namespace = Some(self.namespace.clone());
-        MultisitePostgreSQLScore::from_resource(&resource)
+        multisite_score(&self.name, &self.namespace, &self.spec)
     }
 }
 
@@ -205,14 +198,12 @@ where
             multisite.distributed()?
         };
         let owner = multisite.owners()[0].clone();
-        if topology.mode() == ExecutionMode::Render {
-            return Err(ValidationError::new(
-                "topology",
-                "a failover acts on running clusters, and render mode has none",
-                "run with --kubeconfig FILE (add --plan to see what it would promote)",
-            )
-            .into());
-        }
+        refuse_render(
+            topology,
+            "topology",
+            "failover",
+            "run with --kubeconfig FILE (add --plan to see what it would promote)",
+        )?;
         let reads = read_sites(topology, &members).await;
         let mut found = BTreeMap::new();
         let mut unreachable = BTreeMap::new();
@@ -316,40 +307,22 @@ where
         .await?;
         if topology.mode() == ExecutionMode::Plan {
             details.push(format!("plan: {to} would be promoted; {loss}"));
-            let mut o = Outcome::from_changes(changes);
-            o.details = details;
-            return Ok(o);
+            return Ok(reported(changes, details));
         }
         let before = candidate.state.timeline;
         let what = format!(
             "a new timeline (status.timelineID above {}) on the Cluster on {to}",
             before.map_or("none".into(), |t| t.to_string())
         );
-        let pace = Pace {
-            timeout: Duration::from_secs(self.step_timeout_seconds),
-            poll: self.poll_interval,
-        };
+        let pace = step_pace(self.step_timeout_seconds, self.poll_interval);
         wait_member(topology, &members, to, &what, pace, &changes, |s| {
             (s.claims_primary() && s.timeline > before && s.timeline.is_some()).then_some(())
         })
         .await?;
         details.push(format!("{to} is the primary now (a failover: promoted without the former primary's demotion token)"));
         details.push(format!("DATA LOSS WARNING: {loss}"));
-        for (site, state) in &found {
-            if site != to {
-                report_progress(format!("pointing {site} at {to}"));
-                apply_role(
-                    topology,
-                    &members,
-                    site,
-                    &role,
-                    Some(state),
-                    &owner,
-                    &mut changes,
-                )
-                .await?;
-            }
-        }
+        let others = found.iter().filter(|(site, _)| *site != to).collect();
+        point_at(topology, &members, to, others, &owner, &mut changes).await?;
         details.push(fence_line(
             &lost,
             to,
@@ -358,8 +331,6 @@ where
             unreachable.get(&lost),
         ));
         details.push(declare_line(&self.spec.topology.primary.site, to));
-        let mut o = Outcome::from_changes(changes);
-        o.details = details;
-        Ok(o)
+        Ok(reported(changes, details))
     }
 }

@@ -13,6 +13,7 @@ mod failover;
     reason = "false positive: KubeSchema with x_kube(validation) copies SitesSpec and MultisitePostgreSQLSpec into a private item that keeps `pub` and drops item attributes; both are re-exported publicly below"
 )]
 mod multisite;
+mod primary_change;
 mod single;
 mod spec;
 mod status;

@@ -45,7 +45,11 @@ pub use live_primary::{LivePrimary, live_primary};
 pub(crate) use progress::newest_claimant;
 use progress::{Progress, locate};
 
-use super::{MultisitePostgreSQL, MultisitePostgreSQLScore, MultisitePostgreSQLSpec};
+use super::primary_change::{
+    default_poll, default_step_timeout, multisite_score, point_at, refuse_render, reported,
+    step_pace,
+};
+use super::{MultisitePostgreSQLScore, MultisitePostgreSQLSpec};
 
 /// Moves the primary of the cluster a [`MultisitePostgreSQLScore`] describes to the site `to`,
 /// with CloudNativePG's demotion/promotion-token handshake (no write is lost). Every site of the
@@ -96,14 +100,6 @@ pub struct PostgreSQLSwitchoverScore {
     pub poll_interval: Duration,
 }
 
-fn default_step_timeout() -> u64 {
-    300
-}
-
-fn default_poll() -> Duration {
-    Duration::from_secs(2)
-}
-
 impl PostgreSQLSwitchoverScore {
     /// Moves the primary of `multisite`'s cluster to `to`.
     pub fn new(multisite: &MultisitePostgreSQLScore, to: impl Into<String>) -> Self {
@@ -119,10 +115,7 @@ impl PostgreSQLSwitchoverScore {
     }
 
     fn multisite(&self) -> MultisitePostgreSQLScore {
-        // Through the resource, so fields of the Score outside its spec keep their defaults.
-        let mut resource = MultisitePostgreSQL::new(&self.name, self.spec.clone());
-        resource.metadata.namespace = Some(self.namespace.clone());
-        MultisitePostgreSQLScore::from_resource(&resource)
+        multisite_score(&self.name, &self.namespace, &self.spec)
     }
 
     /// Fails unless `to` is an exposed site of `cluster` (the others must stream from it).
@@ -212,14 +205,12 @@ where
         let members = multisite.distributed_on(topology).await?;
         self.check_target(&members)?;
         let owner = multisite.owners()[0].clone();
-        if topology.mode() == ExecutionMode::Render {
-            return Err(ValidationError::new(
-                "to",
-                "a switchover acts on running clusters, and render mode has none",
-                "run with --kubeconfig FILE (add --plan to see the first step without changing anything)",
-            )
-            .into());
-        }
+        refuse_render(
+            topology,
+            "to",
+            "switchover",
+            "run with --kubeconfig FILE (add --plan to see the first step without changing anything)",
+        )?;
         let reads = read_sites(topology, &members).await;
         let mut states = BTreeMap::new();
         for (site, read) in &reads {
@@ -229,10 +220,7 @@ where
             );
         }
         let to = self.to.as_str();
-        let pace = Pace {
-            timeout: Duration::from_secs(self.step_timeout_seconds),
-            poll: self.poll_interval,
-        };
+        let pace = step_pace(self.step_timeout_seconds, self.poll_interval);
         let mut changes: Vec<ObjectChange> = Vec::new();
         let mut details = Vec::new();
         let progress = locate(&members, &states, to)?;
@@ -266,9 +254,7 @@ where
                 details.push(format!(
                     "plan: once {from} is demoted, {to} is promoted with {from}'s status.demotionToken, then every other site streams from {to}"
                 ));
-                let mut outcome = Outcome::from_changes(changes);
-                outcome.details = details;
-                return Ok(outcome);
+                return Ok(reported(changes, details));
             }
         }
         let token = match (&from, &progress) {
@@ -312,21 +298,13 @@ where
             ));
         }
         let target = member_name(&self.name, to);
-        for (site, state) in &states {
-            if site != to && Some(site) != from.as_ref() && state.says_primary() != Some(&target) {
-                report_progress(format!("pointing {site} at {to}"));
-                apply_role(
-                    topology,
-                    &members,
-                    site,
-                    &handover,
-                    Some(state),
-                    &owner,
-                    &mut changes,
-                )
-                .await?;
-            }
-        }
+        let others = states
+            .iter()
+            .filter(|(site, state)| {
+                *site != to && Some(*site) != from.as_ref() && state.says_primary() != Some(&target)
+            })
+            .collect();
+        point_at(topology, &members, to, others, &owner, &mut changes).await?;
         if let Some(from) = &from {
             details.push(
                 self.wait_streaming(topology, &members, from, &changes)
@@ -339,11 +317,10 @@ where
                 self.spec.topology.primary.site
             ));
         }
-        let mut outcome = Outcome::from_changes(changes);
+        let mut outcome = reported(changes, details);
         if outcome.status == OutcomeStatus::Noop {
             outcome.message = format!("{to} is already the primary");
         }
-        outcome.details = details;
         Ok(outcome)
     }
 }

@@ -1,33 +1,20 @@
-//! Regions, bootstrap tokens and identities in PostgreSQL.
+//! Regions, bootstrap tokens and identities in PostgreSQL. The statements SQLite shares are in
+//! [`crate::store::sql`]; the ones here are PostgreSQL's own.
 
 use deadpool_postgres::{Client, GenericClient};
 use tokio_postgres::Row;
 
 use super::Error;
 
+use crate::store::sql::{self, REGION_SELECT, ZONE_ORDER, ZONE_SELECT};
 use crate::store::{
     BootstrapFacts, Credential, Exchange, IdentityFacts, Refusal, RegionRecord, ZoneRecord, now_ms,
 };
 
-const REGION_SELECT: &str = "SELECT r.name, r.zone, r.created_at, r.decommissioned_at,
-        EXISTS(SELECT 1 FROM identities i WHERE i.region = r.name AND i.zone = r.zone
-            AND i.revoked_at IS NULL)
-     FROM regions r";
-
-const ZONE_SELECT: &str = "SELECT z.region, z.zone, z.created_at,
-        COALESCE(z.decommissioned_at, r.decommissioned_at),
-        EXISTS(SELECT 1 FROM identities i WHERE i.region = z.region AND i.zone = z.zone
-            AND i.revoked_at IS NULL),
-        EXISTS(SELECT 1 FROM identities i WHERE i.region = z.region AND i.zone = z.zone
-            AND i.revoked_at IS NULL
-            AND (i.expires_at IS NULL OR i.expires_at > (extract(epoch from now()) * 1000)::bigint)
-            AND (i.valid_until IS NULL OR i.valid_until > (extract(epoch from now()) * 1000)::bigint))
-     FROM zones z JOIN regions r ON r.name = z.region";
-
 pub(super) async fn zones(c: &Client) -> Result<Vec<ZoneRecord>, Error> {
     let rows = c
         .query(
-            &format!("{ZONE_SELECT} ORDER BY z.region, z.zone <> r.zone, z.created_at, z.zone"),
+            &format!("{} ORDER BY z.region, {ZONE_ORDER}", ZONE_SELECT.postgres),
             &[],
         )
         .await?;
@@ -49,7 +36,8 @@ fn zone_rows(rows: &[tokio_postgres::Row]) -> Result<Vec<ZoneRecord>, Error> {
         .collect()
 }
 
-/// Adds a zone to an active region, or re-commissions a decommissioned zone.
+/// Adds a zone to an active region, or re-commissions a decommissioned zone. PostgreSQL's own:
+/// one upsert from the region's row (SQLite reads the region first).
 pub(super) async fn add_zone(c: &Client, region: &str, zone: &str) -> Result<bool, Error> {
     let n = c
         .execute(
@@ -72,21 +60,15 @@ pub(super) async fn decommission_zone(
     let tx = c.transaction().await?;
     let now = now_ms();
     let n = tx
-        .execute(
-            "UPDATE zones SET decommissioned_at = $3
-             WHERE region = $1 AND zone = $2 AND decommissioned_at IS NULL",
-            &[&region, &zone, &now],
-        )
+        .execute(sql::DECOMMISSION_ZONE.postgres, &[&region, &zone, &now])
         .await?;
     tx.execute(
-        "UPDATE identities SET revoked_at = $3
-         WHERE region = $1 AND zone = $2 AND revoked_at IS NULL",
+        sql::REVOKE_ZONE_IDENTITIES.postgres,
         &[&region, &zone, &now],
     )
     .await?;
     tx.execute(
-        "UPDATE bootstrap_tokens SET revoked_at = $3
-         WHERE region = $1 AND zone = $2 AND revoked_at IS NULL",
+        sql::REVOKE_ZONE_BOOTSTRAP_TOKENS.postgres,
         &[&region, &zone, &now],
     )
     .await?;
@@ -106,6 +88,7 @@ fn region_row(r: &Row) -> Result<RegionRecord, Error> {
 
 /// Insert, or re-commission a decommissioned region; nothing for an active one. Its first zone
 /// is (re-)commissioned with it; other zones of a re-created region stay decommissioned.
+/// PostgreSQL's own upsert of the region's row (SQLite reads it first).
 pub(super) async fn create_region(c: &mut Client, region: &str, zone: &str) -> Result<bool, Error> {
     let tx = c.transaction().await?;
     let n = tx
@@ -118,28 +101,17 @@ pub(super) async fn create_region(c: &mut Client, region: &str, zone: &str) -> R
         )
         .await?;
     if n == 1 {
-        tx.execute(
-            "UPDATE zones SET decommissioned_at = COALESCE(decommissioned_at, $2)
-             WHERE region = $1",
-            &[&region, &now_ms()],
-        )
-        .await?;
-        tx.execute(
-            "INSERT INTO zones (region, zone, created_at) VALUES ($1, $2, $3)
-             ON CONFLICT (region, zone) DO UPDATE
-               SET decommissioned_at = NULL, created_at = EXCLUDED.created_at",
-            &[&region, &zone, &now_ms()],
-        )
-        .await?;
+        tx.execute(sql::RETIRE_REGION_ZONES.postgres, &[&region, &now_ms()])
+            .await?;
+        tx.execute(sql::COMMISSION_ZONE.postgres, &[&region, &zone, &now_ms()])
+            .await?;
     }
     tx.commit().await?;
     Ok(n == 1)
 }
 
 pub(super) async fn regions(c: &Client) -> Result<Vec<RegionRecord>, Error> {
-    let rows = c
-        .query(&format!("{REGION_SELECT} ORDER BY r.name"), &[])
-        .await?;
+    let rows = c.query(sql::REGIONS.postgres, &[]).await?;
     rows.iter().map(region_row).collect()
 }
 
@@ -147,26 +119,17 @@ pub(super) async fn decommission(c: &mut Client, region: &str) -> Result<bool, E
     let tx = c.transaction().await?;
     let now = now_ms();
     let n = tx
-        .execute(
-            "UPDATE regions SET decommissioned_at = $2 WHERE name = $1 AND decommissioned_at IS NULL",
-            &[&region, &now],
-        )
+        .execute(sql::DECOMMISSION_REGION.postgres, &[&region, &now])
+        .await?;
+    tx.execute(sql::REVOKE_REGION_IDENTITIES.postgres, &[&region, &now])
         .await?;
     tx.execute(
-        "UPDATE identities SET revoked_at = $2 WHERE region = $1 AND revoked_at IS NULL",
+        sql::REVOKE_REGION_BOOTSTRAP_TOKENS.postgres,
         &[&region, &now],
     )
     .await?;
-    tx.execute(
-        "UPDATE bootstrap_tokens SET revoked_at = $2 WHERE region = $1 AND revoked_at IS NULL",
-        &[&region, &now],
-    )
-    .await?;
-    tx.execute(
-        "UPDATE zones SET decommissioned_at = $2 WHERE region = $1 AND decommissioned_at IS NULL",
-        &[&region, &now],
-    )
-    .await?;
+    tx.execute(sql::DECOMMISSION_REGION_ZONES.postgres, &[&region, &now])
+        .await?;
     tx.commit().await?;
     Ok(n == 1)
 }
@@ -182,15 +145,14 @@ pub(super) async fn add_bootstrap(
     let tx = c.transaction().await?;
     let now = now_ms();
     tx.execute(
-        "UPDATE bootstrap_tokens SET revoked_at = $3
-         WHERE region = $1 AND zone = $2 AND revoked_at IS NULL",
+        sql::REVOKE_ZONE_BOOTSTRAP_TOKENS.postgres,
         &[&region, &zone, &now],
     )
     .await?;
+    // PostgreSQL's own: the statement returns the new id (SQLite asks the connection).
     let row = tx
         .query_one(
-            "INSERT INTO bootstrap_tokens (region, zone, hash, salt, created_at, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+            &format!("{} RETURNING id", sql::INSERT_BOOTSTRAP_TOKEN.postgres),
             &[&region, &zone, &&hash[..], &&salt[..], &now, &expires_at],
         )
         .await?;
@@ -205,15 +167,7 @@ pub(super) async fn check(
     now: i64,
 ) -> Result<Result<Credential, Refusal>, Error> {
     let identity = c
-        .query_opt(
-            "SELECT i.region, i.zone, i.revoked_at IS NOT NULL OR r.decommissioned_at IS NOT NULL
-                        OR z.decommissioned_at IS NOT NULL,
-                    i.expires_at, i.valid_until
-             FROM identities i JOIN regions r ON r.name = i.region
-             LEFT JOIN zones z ON z.region = i.region AND z.zone = i.zone
-             WHERE i.hash = $1",
-            &[&&hash[..]],
-        )
+        .query_opt(sql::IDENTITY_FACTS.postgres, &[&&hash[..]])
         .await?;
     if let Some(r) = identity {
         let facts = IdentityFacts {
@@ -226,18 +180,7 @@ pub(super) async fn check(
         return Ok(facts.decide(now));
     }
     let bootstrap = c
-        .query_opt(
-            "SELECT t.id, t.region, t.zone, t.salt, t.expires_at, t.used_at IS NOT NULL,
-                    t.revoked_at IS NOT NULL,
-                    r.decommissioned_at IS NOT NULL OR z.decommissioned_at IS NOT NULL,
-                    COALESCE(i.id IS NOT NULL AND i.first_used_at IS NULL AND i.revoked_at IS NULL
-                        AND i.valid_until IS NULL, FALSE)
-             FROM bootstrap_tokens t JOIN regions r ON r.name = t.region
-             LEFT JOIN zones z ON z.region = t.region AND z.zone = t.zone
-             LEFT JOIN identities i ON i.bootstrap_id = t.id
-             WHERE t.hash = $1",
-            &[&&hash[..]],
-        )
+        .query_opt(sql::BOOTSTRAP_FACTS.postgres, &[&&hash[..]])
         .await?;
     let Some(r) = bootstrap else {
         return Ok(Err(Refusal::Unknown));
@@ -272,15 +215,13 @@ pub(super) async fn exchange(
     // finds the identity the first one stored.
     let n = tx
         .execute(
-            "UPDATE bootstrap_tokens SET used_at = $3
-             WHERE id = $1 AND region = $2 AND used_at IS NULL AND revoked_at IS NULL",
+            sql::USE_BOOTSTRAP_TOKEN.postgres,
             &[&bootstrap_id, &region, &now],
         )
         .await?;
     let outcome = if n == 1 {
         tx.execute(
-            "INSERT INTO identities (region, zone, hash, created_at, expires_at, bootstrap_id)
-             SELECT $1, t.zone, $2, $3, $4, $5 FROM bootstrap_tokens t WHERE t.id = $5",
+            sql::ISSUE_IDENTITY.postgres,
             &[
                 &region,
                 &&identity_hash[..],
@@ -294,9 +235,7 @@ pub(super) async fn exchange(
     } else {
         let again = tx
             .query_opt(
-                "SELECT i.expires_at FROM bootstrap_tokens t JOIN identities i ON i.bootstrap_id = t.id
-                 WHERE t.id = $1 AND t.region = $2 AND i.hash = $3 AND t.revoked_at IS NULL
-                   AND i.first_used_at IS NULL AND i.revoked_at IS NULL AND i.valid_until IS NULL",
+                sql::UNUSED_IDENTITY_OF_TOKEN.postgres,
                 &[&bootstrap_id, &region, &&identity_hash[..]],
             )
             .await?;
@@ -312,11 +251,8 @@ pub(super) async fn exchange(
 }
 
 pub(super) async fn mark_identity_used(c: &Client, hash: &[u8; 32], now: i64) -> Result<(), Error> {
-    c.execute(
-        "UPDATE identities SET first_used_at = $2 WHERE hash = $1 AND first_used_at IS NULL",
-        &[&&hash[..], &now],
-    )
-    .await?;
+    c.execute(sql::MARK_IDENTITY_USED.postgres, &[&&hash[..], &now])
+        .await?;
     Ok(())
 }
 
@@ -336,13 +272,7 @@ pub(super) async fn rotate_identity(
     let tx = c.transaction().await?;
     let n = tx
         .execute(
-            "UPDATE identities
-             SET valid_until = LEAST(COALESCE(valid_until, $4), $4),
-                 first_used_at = COALESCE(first_used_at, $3)
-             WHERE region = $1 AND hash = $2 AND revoked_at IS NULL
-               AND (expires_at IS NULL OR expires_at > $3)
-               AND (valid_until IS NULL OR valid_until > $3)
-               AND EXISTS(SELECT 1 FROM regions r WHERE r.name = $1 AND r.decommissioned_at IS NULL)",
+            sql::RETIRE_IDENTITY.postgres,
             &[&region, &&old[..], &now, &old_valid_until],
         )
         .await?;
@@ -350,8 +280,7 @@ pub(super) async fn rotate_identity(
         return Ok(false);
     }
     tx.execute(
-        "INSERT INTO identities (region, zone, hash, created_at, expires_at)
-         SELECT $1, zone, $2, $3, $4 FROM identities WHERE hash = $5",
+        sql::ROTATED_IDENTITY.postgres,
         &[&region, &&new[..], &now_ms(), &new_expires_at, &&old[..]],
     )
     .await?;
@@ -384,8 +313,8 @@ pub(super) async fn zones_of_regions(
     let rows = c
         .query(
             &format!(
-                "{ZONE_SELECT} WHERE z.region = ANY($1)
-                 ORDER BY z.region, z.zone <> r.zone, z.created_at, z.zone"
+                "{} WHERE z.region = ANY($1) ORDER BY z.region, {ZONE_ORDER}",
+                ZONE_SELECT.postgres
             ),
             &[&regions],
         )

@@ -1,14 +1,13 @@
-//! Durable requests in PostgreSQL.
+//! Durable requests in PostgreSQL. The statements SQLite shares are in [`crate::store::sql`];
+//! the batched forms are PostgreSQL's own.
 
 use deadpool_postgres::{Client, GenericClient};
 use std::collections::HashMap;
 use tokio_postgres::Row;
 
 use super::Error;
+use crate::store::sql::{self, REQUEST_COLUMNS as COLUMNS};
 use crate::store::{NewRequest, RequestRecord, RequestState, Submitted, classify};
-
-const COLUMNS: &str = "id, region, op, params, body_hash, state, res, seq, created_at, sent_at, \
-     completed_at, deliveries, tenant, project, project_json, zone";
 
 fn row(r: &Row) -> Result<RequestRecord, Error> {
     let hash: Vec<u8> = r.try_get(4)?;
@@ -35,12 +34,7 @@ fn row(r: &Row) -> Result<RequestRecord, Error> {
 }
 
 pub(super) async fn one(c: &Client, id: &str) -> Result<Option<RequestRecord>, Error> {
-    let r = c
-        .query_opt(
-            &format!("SELECT {COLUMNS} FROM requests WHERE id = $1"),
-            &[&id],
-        )
-        .await?;
+    let r = c.query_opt(sql::REQUEST.postgres, &[&id]).await?;
     r.as_ref().map(row).transpose()
 }
 
@@ -50,11 +44,7 @@ pub(super) async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Erro
     for _ in 0..3 {
         let n = c
             .execute(
-                "INSERT INTO requests (id, region, op, params, body_hash, state, created_at,
-                     tenant, project, project_json, zone)
-                 VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9,
-                     COALESCE(NULLIF($10, ''), (SELECT zone FROM regions WHERE name = $2), ''))
-                 ON CONFLICT (id) DO NOTHING",
+                sql::SUBMIT_REQUEST.postgres,
                 &[
                     &r.id,
                     &r.region,
@@ -92,8 +82,7 @@ pub(super) async fn finish(
 ) -> Result<bool, Error> {
     let n = c
         .execute(
-            "UPDATE requests SET state = $2, res = $3, completed_at = $4
-             WHERE id = $1 AND state IN ('queued', 'sent')",
+            sql::FINISH_REQUEST.postgres,
             &[&id, &state.as_str(), &res_json, &now],
         )
         .await?;
@@ -102,22 +91,13 @@ pub(super) async fn finish(
 
 pub(super) async fn prune(c: &Client, older_than: i64) -> Result<u64, Error> {
     let n = c
-        .execute(
-            "DELETE FROM requests WHERE state IN ('done', 'cancelled') AND completed_at < $1",
-            &[&older_than],
-        )
+        .execute(sql::PRUNE_REQUESTS.postgres, &[&older_than])
         .await?;
     Ok(n)
 }
 
 pub(super) async fn unanswered_counts(c: &Client) -> Result<HashMap<(String, String), u64>, Error> {
-    let rows = c
-        .query(
-            "SELECT region, COALESCE(zone, ''), COUNT(*) FROM requests
-             WHERE state IN ('queued', 'sent') GROUP BY region, zone",
-            &[],
-        )
-        .await?;
+    let rows = c.query(sql::UNANSWERED_COUNTS.postgres, &[]).await?;
     rows.iter()
         .map(|r| {
             Ok((
@@ -128,6 +108,8 @@ pub(super) async fn unanswered_counts(c: &Client) -> Result<HashMap<(String, Str
         .collect()
 }
 
+/// PostgreSQL's own: the `ORDER BY` of a `DISTINCT` names its output columns (SQLite's names
+/// the table's).
 pub(super) async fn queued_zones(c: &Client) -> Result<Vec<(String, String)>, Error> {
     let rows = c
         .query(

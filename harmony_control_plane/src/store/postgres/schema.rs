@@ -3,12 +3,17 @@
 
 use deadpool_postgres::Client;
 
+use crate::store::sql;
+
 /// The schema version this code writes.
 pub(super) const VERSION: i64 = 2;
 
 /// Key of the transaction-scoped advisory lock serialising schema changes ("harmony\0").
 const SCHEMA_LOCK: i64 = 0x6861_726d_6f6e_7900;
 
+/// Tables in their current shape, in PostgreSQL's column types, and the upgrade to version 2
+/// (`ADD COLUMN IF NOT EXISTS`, `UPDATE ... FROM`: SQLite's upgrade differs). The indexes,
+/// the same in both dialects, follow: [`sql::INDEXES`].
 const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL);
 CREATE TABLE IF NOT EXISTS regions (
@@ -104,37 +109,23 @@ UPDATE service_instances s SET zone = r.zone FROM regions r
 UPDATE sessions s SET zone = COALESCE((SELECT r.zone FROM regions r WHERE r.name = s.region), '')
     WHERE s.zone IS NULL;
 ALTER TABLE sessions ALTER COLUMN zone SET NOT NULL;
-CREATE INDEX IF NOT EXISTS requests_unanswered_by_zone ON requests(region, zone, seq)
-    WHERE state IN ('queued', 'sent');
-CREATE INDEX IF NOT EXISTS bootstrap_by_zone ON bootstrap_tokens(region, zone);
-CREATE INDEX IF NOT EXISTS identities_by_region ON identities(region);
-CREATE INDEX IF NOT EXISTS identities_by_bootstrap ON identities(bootstrap_id);
-CREATE INDEX IF NOT EXISTS bootstrap_by_region ON bootstrap_tokens(region);
-CREATE INDEX IF NOT EXISTS service_instances_by_state ON service_instances(state);
-CREATE INDEX IF NOT EXISTS sessions_by_replica ON sessions(replica);
-CREATE INDEX IF NOT EXISTS requests_unanswered ON requests(region, seq)
-    WHERE state IN ('queued', 'sent');
-CREATE INDEX IF NOT EXISTS requests_queued ON requests(region) WHERE state = 'queued';
-CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
-    WHERE state IN ('done', 'cancelled');
 ";
 
 /// Creates the schema when missing; refuses one written by a newer release.
 pub(super) async fn migrate(client: &mut Client) -> Result<(), String> {
     let tx = client.transaction().await.map_err(|e| super::chain(&e))?;
-    let sql = |e: tokio_postgres::Error| super::chain(&e);
+    let db = |e: tokio_postgres::Error| super::chain(&e);
     // Pooled connections give up on a lock after the pool wait (see `connect`); a replica
     // waiting for another's schema change waits for as long as it takes.
     tx.batch_execute("SET LOCAL lock_timeout = 0")
         .await
-        .map_err(sql)?;
+        .map_err(db)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
         .await
-        .map_err(sql)?;
-    tx.batch_execute(TABLES).await.map_err(sql)?;
-    tx.batch_execute(super::tenancy::TABLES)
-        .await
-        .map_err(sql)?;
+        .map_err(db)?;
+    tx.batch_execute(TABLES).await.map_err(db)?;
+    tx.batch_execute(sql::INDEXES).await.map_err(db)?;
+    tx.batch_execute(super::tenancy::TABLES).await.map_err(db)?;
     // Version 1 keyed sessions by region alone: one row per (region, zone) from version 2 on.
     let keyed_by_zone: bool = tx
         .query_one(
@@ -144,7 +135,7 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), String> {
             &[],
         )
         .await
-        .map_err(sql)?
+        .map_err(db)?
         .get(0);
     if !keyed_by_zone {
         tx.batch_execute(
@@ -152,12 +143,12 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), String> {
              ALTER TABLE sessions ADD PRIMARY KEY (region, zone);",
         )
         .await
-        .map_err(sql)?;
+        .map_err(db)?;
     }
     let stored: Option<i64> = tx
-        .query_one("SELECT MAX(version) FROM schema_version", &[])
+        .query_one(sql::SCHEMA_VERSION.postgres, &[])
         .await
-        .map_err(sql)?
+        .map_err(db)?
         .get(0);
     match stored {
         Some(v) if v > VERSION => {
@@ -167,16 +158,13 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), String> {
         }
         Some(v) if v == VERSION => {}
         _ => {
-            tx.execute("DELETE FROM schema_version", &[])
+            tx.execute(sql::CLEAR_SCHEMA_VERSION.postgres, &[])
                 .await
-                .map_err(sql)?;
-            tx.execute(
-                "INSERT INTO schema_version (version) VALUES ($1)",
-                &[&VERSION],
-            )
-            .await
-            .map_err(sql)?;
+                .map_err(db)?;
+            tx.execute(sql::SET_SCHEMA_VERSION.postgres, &[&VERSION])
+                .await
+                .map_err(db)?;
         }
     }
-    tx.commit().await.map_err(sql)
+    tx.commit().await.map_err(db)
 }

@@ -1,5 +1,5 @@
 //! Service instances in PostgreSQL: every state change is one compare-and-set statement on
-//! (state, attempts).
+//! (state, attempts). The statements SQLite shares are in [`crate::store::sql`].
 
 use deadpool_postgres::{Client, GenericClient};
 use harmony_agent_protocol::InstanceState;
@@ -8,10 +8,8 @@ use std::collections::HashMap;
 use tokio_postgres::Row;
 
 use super::Error;
+use crate::store::sql::{self, SERVICE_COLUMNS as COLUMNS};
 use crate::store::{Outcome, ServiceRecord, now_ms};
-
-const COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, \
-     created_at, updated_at, tenant, project, zone, parent";
 
 fn row(r: &Row) -> Result<ServiceRecord, Error> {
     let state: String = r.try_get(3)?;
@@ -43,15 +41,11 @@ fn one_row(r: Option<Row>) -> Result<Option<ServiceRecord>, Error> {
 }
 
 pub(super) async fn one(c: &Client, id: &str) -> Result<Option<ServiceRecord>, Error> {
-    let r = c
-        .query_opt(
-            &format!("SELECT {COLUMNS} FROM service_instances WHERE id = $1"),
-            &[&id],
-        )
-        .await?;
+    let r = c.query_opt(sql::SERVICE.postgres, &[&id]).await?;
     one_row(r)
 }
 
+/// PostgreSQL's own `ON CONFLICT (id) DO NOTHING` (SQLite: `INSERT OR IGNORE`).
 pub(super) async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
     let n = c
         .execute(
@@ -84,12 +78,7 @@ pub(super) async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Erro
 }
 
 pub(super) async fn all(c: &Client) -> Result<Vec<ServiceRecord>, Error> {
-    let rows = c
-        .query(
-            &format!("SELECT {COLUMNS} FROM service_instances ORDER BY created_at, id"),
-            &[],
-        )
-        .await?;
+    let rows = c.query(sql::SERVICES.postgres, &[]).await?;
     rows.iter().map(row).collect()
 }
 
@@ -98,24 +87,13 @@ pub(super) async fn in_state(
     state: InstanceState,
 ) -> Result<Vec<ServiceRecord>, Error> {
     let rows = c
-        .query(
-            &format!(
-                "SELECT {COLUMNS} FROM service_instances WHERE state = $1 ORDER BY created_at, id"
-            ),
-            &[&state.as_str()],
-        )
+        .query(sql::SERVICES_IN_STATE.postgres, &[&state.as_str()])
         .await?;
     rows.iter().map(row).collect()
 }
 
 pub(super) async fn live_by_region(c: &Client) -> Result<HashMap<String, usize>, Error> {
-    let rows = c
-        .query(
-            "SELECT region, COUNT(*) FROM service_instances
-             WHERE state NOT IN ('failed', 'deleting') GROUP BY region",
-            &[],
-        )
-        .await?;
+    let rows = c.query(sql::LIVE_SERVICES_BY_REGION.postgres, &[]).await?;
     rows.iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)?.max(0) as usize)))
         .collect()
@@ -128,11 +106,7 @@ pub(super) async fn claim_queued(
 ) -> Result<Option<ServiceRecord>, Error> {
     let r = c
         .query_opt(
-            &format!(
-                "UPDATE service_instances SET state = 'pending', attempts = attempts + 1,
-                 detail = $2, updated_at = $3 WHERE id = $1 AND state = 'queued'
-                 RETURNING {COLUMNS}"
-            ),
+            &format!("{} RETURNING {COLUMNS}", sql::CLAIM_QUEUED.postgres),
             &[&id, &detail, &now_ms()],
         )
         .await?;
@@ -140,12 +114,7 @@ pub(super) async fn claim_queued(
 }
 
 pub(super) async fn cancel_queued(c: &Client, id: &str) -> Result<bool, Error> {
-    let n = c
-        .execute(
-            "DELETE FROM service_instances WHERE id = $1 AND state = 'queued'",
-            &[&id],
-        )
-        .await?;
+    let n = c.execute(sql::CANCEL_QUEUED.postgres, &[&id]).await?;
     Ok(n == 1)
 }
 
@@ -158,11 +127,7 @@ pub(super) async fn next_attempt(
 ) -> Result<Option<ServiceRecord>, Error> {
     let r = c
         .query_opt(
-            &format!(
-                "UPDATE service_instances SET state = $4, attempts = attempts + 1, detail = $5,
-                 updated_at = $6 WHERE id = $1 AND state = $2 AND attempts = $3
-                 RETURNING {COLUMNS}"
-            ),
+            &format!("{} RETURNING {COLUMNS}", sql::NEXT_ATTEMPT.postgres),
             &[
                 &id,
                 &from.0.as_str(),
@@ -188,9 +153,7 @@ pub(super) async fn settle(
         .map(|o| Value::Object(o.clone()).to_string());
     let n = c
         .execute(
-            "UPDATE service_instances SET state = $4, detail = $5,
-             provider = COALESCE($6, provider), outputs = COALESCE($7, outputs), updated_at = $8
-             WHERE id = $1 AND state = $2 AND attempts = $3",
+            sql::SETTLE.postgres,
             &[
                 &id,
                 &from.0.as_str(),
@@ -213,7 +176,7 @@ pub(super) async fn remove_if(
 ) -> Result<bool, Error> {
     let n = c
         .execute(
-            "DELETE FROM service_instances WHERE id = $1 AND state = $2 AND attempts = $3",
+            sql::REMOVE_SERVICE_IF.postgres,
             &[&id, &from.0.as_str(), &i64::from(from.1)],
         )
         .await?;
@@ -222,10 +185,7 @@ pub(super) async fn remove_if(
 
 pub(super) async fn remove(c: &Client, id: &str, region: &str) -> Result<bool, Error> {
     let n = c
-        .execute(
-            "DELETE FROM service_instances WHERE id = $1 AND region = $2",
-            &[&id, &region],
-        )
+        .execute(sql::REMOVE_SERVICE.postgres, &[&id, &region])
         .await?;
     Ok(n == 1)
 }

@@ -1,13 +1,12 @@
-//! Session rows (one per region and zone) in PostgreSQL.
+//! Session rows (one per region and zone) in PostgreSQL. The statements SQLite shares are in
+//! [`crate::store::sql`]; the batched forms are PostgreSQL's own.
 
 use deadpool_postgres::{Client, GenericClient};
 use tokio_postgres::Row;
 
 use super::Error;
+use crate::store::sql::{self, SESSION_COLUMNS as COLUMNS};
 use crate::store::{Heartbeat, SessionRecord, merge_heartbeats};
-
-const COLUMNS: &str = "region, zone, replica, conn, connected, connected_at, disconnected_at, \
-     last_heartbeat_at, hello_json, status_json, services_json, max_frame_bytes";
 
 fn row(r: &Row) -> Result<SessionRecord, Error> {
     Ok(SessionRecord {
@@ -30,16 +29,7 @@ pub(super) async fn open(c: &Client, s: &SessionRecord) -> Result<bool, Error> {
     let max_frame = i64::try_from(s.max_frame_bytes).unwrap_or(i64::MAX);
     let n = c
         .execute(
-            &format!(
-            "INSERT INTO sessions ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-             ON CONFLICT (region, zone) DO UPDATE SET replica = EXCLUDED.replica, conn = EXCLUDED.conn,
-               connected = EXCLUDED.connected, connected_at = EXCLUDED.connected_at,
-               disconnected_at = EXCLUDED.disconnected_at,
-               last_heartbeat_at = EXCLUDED.last_heartbeat_at, hello_json = EXCLUDED.hello_json,
-               status_json = EXCLUDED.status_json, services_json = EXCLUDED.services_json,
-               max_frame_bytes = EXCLUDED.max_frame_bytes
-             WHERE sessions.connected_at <= EXCLUDED.connected_at"
-        ),
+            sql::OPEN_SESSION.postgres,
             &[
                 &s.region,
                 &s.zone,
@@ -87,7 +77,7 @@ pub(super) async fn services(
 ) -> Result<bool, Error> {
     let n = c
         .execute(
-            "UPDATE sessions SET services_json = $3 WHERE region = $1 AND conn = $2 AND connected",
+            sql::SESSION_SERVICES.postgres,
             &[&region, &conn, &services_json],
         )
         .await?;
@@ -96,33 +86,20 @@ pub(super) async fn services(
 
 pub(super) async fn close(c: &Client, region: &str, conn: &str, now: i64) -> Result<bool, Error> {
     let n = c
-        .execute(
-            "UPDATE sessions SET connected = FALSE, disconnected_at = $3
-             WHERE region = $1 AND conn = $2 AND connected",
-            &[&region, &conn, &now],
-        )
+        .execute(sql::CLOSE_SESSION.postgres, &[&region, &conn, &now])
         .await?;
     Ok(n == 1)
 }
 
 pub(super) async fn close_replica(c: &Client, replica: &str, now: i64) -> Result<u64, Error> {
     let n = c
-        .execute(
-            "UPDATE sessions SET connected = FALSE, disconnected_at = $2
-             WHERE replica = $1 AND connected",
-            &[&replica, &now],
-        )
+        .execute(sql::CLOSE_REPLICA_SESSIONS.postgres, &[&replica, &now])
         .await?;
     Ok(n)
 }
 
 pub(super) async fn all(c: &Client) -> Result<Vec<SessionRecord>, Error> {
-    let rows = c
-        .query(
-            &format!("SELECT {COLUMNS} FROM sessions ORDER BY region, zone"),
-            &[],
-        )
-        .await?;
+    let rows = c.query(sql::SESSIONS.postgres, &[]).await?;
     rows.iter().map(row).collect()
 }
 

@@ -1,6 +1,7 @@
 //! Tenants, tenant tokens, caps, projects and quotas in PostgreSQL. Setting a quota locks the
 //! tenant's row first, so two replicas setting quotas of one tenant at once take turns and the
-//! cap check always sees the other's write.
+//! cap check always sees the other's write. The statements SQLite shares are in
+//! [`crate::store::sql`].
 
 use deadpool_postgres::{Client, GenericClient};
 use harmony_agent_protocol::tenancy::ProjectQuota;
@@ -8,13 +9,15 @@ use std::collections::BTreeMap;
 use tokio_postgres::Row;
 
 use super::{Error, PostgresStore};
+use crate::store::sql;
 use crate::store::tenancy::{CapSet, decide_cap, decide_quota, quota_json, quota_of};
 use crate::store::{
     PageSession, ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenancyStore, TenantRecord,
     TenantTokenRecord,
 };
 
-/// The tenancy tables and the tenant/project columns (schema version 2).
+/// The tenancy tables and the tenant/project columns (schema version 2), in PostgreSQL's column
+/// types.
 pub(super) const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY,
@@ -82,12 +85,7 @@ async fn quota_map(
 async fn tenant_of(c: &Client, r: &Row) -> Result<TenantRecord, Error> {
     let name: String = r.try_get(0)?;
     Ok(TenantRecord {
-        caps: quota_map(
-            c,
-            "SELECT region, quota FROM tenant_caps WHERE tenant = $1 ORDER BY region",
-            &[&name],
-        )
-        .await?,
+        caps: quota_map(c, sql::TENANT_CAPS.postgres, &[&name]).await?,
         name,
         created_at: r.try_get(1)?,
     })
@@ -96,13 +94,7 @@ async fn tenant_of(c: &Client, r: &Row) -> Result<TenantRecord, Error> {
 async fn project_of(c: &Client, r: &Row) -> Result<ProjectRecord, Error> {
     let (tenant, project): (String, String) = (r.try_get(0)?, r.try_get(1)?);
     Ok(ProjectRecord {
-        quotas: quota_map(
-            c,
-            "SELECT region, quota FROM project_quotas WHERE tenant = $1 AND project = $2
-             ORDER BY region",
-            &[&tenant, &project],
-        )
-        .await?,
+        quotas: quota_map(c, sql::PROJECT_QUOTAS.postgres, &[&tenant, &project]).await?,
         tenant,
         project,
         namespace: r.try_get(2)?,
@@ -126,12 +118,10 @@ fn token_of(r: &Row) -> Result<TenantTokenRecord, Error> {
 
 /// Locks tenant `name`'s row for the transaction, so that every write of one tenant's caps,
 /// projects and quotas takes its turn (and the cap check sees the other's write); `false` when
-/// there is no such tenant.
+/// there is no such tenant. PostgreSQL's own (SQLite's single connection serialises instead).
 async fn lock_tenant(tx: &deadpool_postgres::Transaction<'_>, name: &str) -> Result<bool, Error> {
-    Ok(tx
-        .query_opt("SELECT 1 FROM tenants WHERE name = $1 FOR UPDATE", &[&name])
-        .await?
-        .is_some())
+    let locking = format!("{} FOR UPDATE", sql::TENANT_EXISTS.postgres);
+    Ok(tx.query_opt(&locking, &[&name]).await?.is_some())
 }
 
 async fn create_project(c: &mut Client, p: &ProjectRecord) -> Result<ProjectCreated, Error> {
@@ -139,6 +129,7 @@ async fn create_project(c: &mut Client, p: &ProjectRecord) -> Result<ProjectCrea
     if !lock_tenant(&tx, &p.tenant).await? {
         return Ok(ProjectCreated::NoTenant);
     }
+    // PostgreSQL's own: the insert first, then why it inserted nothing (SQLite checks first).
     let n = tx
         .execute(
             "INSERT INTO projects (tenant, project, namespace, created_at)
@@ -149,20 +140,14 @@ async fn create_project(c: &mut Client, p: &ProjectRecord) -> Result<ProjectCrea
     let outcome = if n == 1 {
         ProjectCreated::Created
     } else if tx
-        .query_opt(
-            "SELECT 1 FROM projects WHERE tenant = $1 AND project = $2",
-            &[&p.tenant, &p.project],
-        )
+        .query_opt(sql::PROJECT_EXISTS.postgres, &[&p.tenant, &p.project])
         .await?
         .is_some()
     {
         ProjectCreated::Exists
     } else {
         let owner = tx
-            .query_opt(
-                "SELECT tenant || '/' || project FROM projects WHERE namespace = $1",
-                &[&p.namespace],
-            )
+            .query_opt(sql::NAMESPACE_OWNER.postgres, &[&p.namespace])
             .await?
             .map(|r| r.try_get::<_, String>(0))
             .transpose()?
@@ -183,26 +168,20 @@ async fn set_quota(
     let tx = c.transaction().await?;
     if !lock_tenant(&tx, tenant).await?
         || tx
-            .query_opt(
-                "SELECT 1 FROM projects WHERE tenant = $1 AND project = $2",
-                &[&tenant, &project],
-            )
+            .query_opt(sql::PROJECT_EXISTS.postgres, &[&tenant, &project])
             .await?
             .is_none()
     {
         return Ok(QuotaSet::NoProject);
     }
     let cap = tx
-        .query_opt(
-            "SELECT quota FROM tenant_caps WHERE tenant = $1 AND region = $2",
-            &[&tenant, &region],
-        )
+        .query_opt(sql::TENANT_CAP.postgres, &[&tenant, &region])
         .await?
         .map(|r| quota(r.try_get(0)?))
         .transpose()?;
     let others = tx
         .query(
-            "SELECT quota FROM project_quotas WHERE tenant = $1 AND region = $2 AND project <> $3",
+            sql::OTHER_PROJECT_QUOTAS.postgres,
             &[&tenant, &region, &project],
         )
         .await?
@@ -212,8 +191,7 @@ async fn set_quota(
     let outcome = decide_quota(cap, &others, asked);
     if outcome == QuotaSet::Set {
         tx.execute(
-            "INSERT INTO project_quotas (tenant, project, region, quota) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (tenant, project, region) DO UPDATE SET quota = EXCLUDED.quota",
+            sql::SET_PROJECT_QUOTA.postgres,
             &[&tenant, &project, &region, &quota_json(asked)],
         )
         .await?;
@@ -235,10 +213,7 @@ async fn set_cap(
         return Ok(CapSet::NoTenant);
     }
     let grants = tx
-        .query(
-            "SELECT project, quota FROM project_quotas WHERE tenant = $1 AND region = $2 ORDER BY project",
-            &[&tenant, &region],
-        )
+        .query(sql::REGION_GRANTS.postgres, &[&tenant, &region])
         .await?
         .iter()
         .map(|r| Ok((r.try_get::<_, String>(0)?, quota(r.try_get(1)?)?)))
@@ -246,8 +221,7 @@ async fn set_cap(
     let outcome = decide_cap(cap, &grants);
     if outcome == CapSet::Set {
         tx.execute(
-            "INSERT INTO tenant_caps (tenant, region, quota) VALUES ($1, $2, $3)
-             ON CONFLICT (tenant, region) DO UPDATE SET quota = EXCLUDED.quota",
+            sql::SET_TENANT_CAP.postgres,
             &[&tenant, &region, &quota_json(cap)],
         )
         .await?;
@@ -270,11 +244,7 @@ impl TenancyStore for PostgresStore {
     async fn create_tenant(&self, name: &str, now: i64) -> Result<bool, StoreError> {
         with_client!(self, "create a tenant", c => async {
             let n = c
-                .execute(
-                    "INSERT INTO tenants (name, created_at) VALUES ($1, $2)
-                     ON CONFLICT (name) DO NOTHING",
-                    &[&name, &now],
-                )
+                .execute(sql::CREATE_TENANT.postgres, &[&name, &now])
                 .await?;
             Ok(n == 1)
         })
@@ -283,7 +253,7 @@ impl TenancyStore for PostgresStore {
     async fn tenant(&self, name: &str) -> Result<Option<TenantRecord>, StoreError> {
         with_client!(self, "read a tenant", c => async {
             match c
-                .query_opt("SELECT name, created_at FROM tenants WHERE name = $1", &[&name])
+                .query_opt(sql::TENANT.postgres, &[&name])
                 .await?
             {
                 Some(r) => Ok(Some(tenant_of(&c, &r).await?)),
@@ -295,7 +265,7 @@ impl TenancyStore for PostgresStore {
     async fn tenants(&self) -> Result<Vec<TenantRecord>, StoreError> {
         with_client!(self, "list tenants", c => async {
             let rows = c
-                .query("SELECT name, created_at FROM tenants ORDER BY name", &[])
+                .query(sql::TENANTS.postgres, &[])
                 .await?;
             let mut out = Vec::with_capacity(rows.len());
             for r in &rows {
@@ -318,9 +288,7 @@ impl TenancyStore for PostgresStore {
         with_client!(self, "store a tenant token", c => async {
             let n = c
                 .execute(
-                    "INSERT INTO tenant_tokens (id, tenant, hash, created_at, expires_at, revoked_at)
-                     SELECT $1, name, $3, $4, $5, $6 FROM tenants WHERE name = $2
-                     ON CONFLICT (id) DO NOTHING",
+                    sql::ADD_TENANT_TOKEN.postgres,
                     &[&t.id, &t.tenant, &&t.hash[..], &t.created_at, &t.expires_at, &t.revoked_at],
                 )
                 .await?;
@@ -330,11 +298,7 @@ impl TenancyStore for PostgresStore {
 
     async fn tenant_token(&self, id: &str) -> Result<Option<TenantTokenRecord>, StoreError> {
         with_client!(self, "read a tenant token", c => async {
-            c.query_opt(
-                "SELECT id, tenant, hash, created_at, expires_at, revoked_at FROM tenant_tokens
-                 WHERE id = $1",
-                &[&id],
-            )
+            c.query_opt(sql::TENANT_TOKEN.postgres, &[&id])
             .await?
             .as_ref()
             .map(token_of)
@@ -350,11 +314,7 @@ impl TenancyStore for PostgresStore {
     ) -> Result<bool, StoreError> {
         with_client!(self, "revoke a tenant token", c => async {
             let n = c
-                .execute(
-                    "UPDATE tenant_tokens SET revoked_at = $3
-                     WHERE tenant = $1 AND id = $2 AND revoked_at IS NULL",
-                    &[&tenant, &id, &now],
-                )
+                .execute(sql::REVOKE_TENANT_TOKEN.postgres, &[&tenant, &id, &now])
                 .await?;
             Ok(n == 1)
         })
@@ -371,11 +331,7 @@ impl TenancyStore for PostgresStore {
     ) -> Result<Option<ProjectRecord>, StoreError> {
         with_client!(self, "read a project", c => async {
             match c
-                .query_opt(
-                    "SELECT tenant, project, namespace, created_at FROM projects
-                     WHERE tenant = $1 AND project = $2",
-                    &[&tenant, &project],
-                )
+                .query_opt(sql::PROJECT.postgres, &[&tenant, &project])
                 .await?
             {
                 Some(r) => Ok(Some(project_of(&c, &r).await?)),
@@ -386,6 +342,7 @@ impl TenancyStore for PostgresStore {
 
     async fn projects(&self, tenant: Option<&str>) -> Result<Vec<ProjectRecord>, StoreError> {
         with_client!(self, "list projects", c => async {
+            // PostgreSQL's own: a parameter that may be NULL needs its type (`$1::TEXT`).
             let rows = c
                 .query(
                     "SELECT tenant, project, namespace, created_at FROM projects
@@ -404,8 +361,7 @@ impl TenancyStore for PostgresStore {
     async fn open_page_session(&self, s: &PageSession) -> Result<(), StoreError> {
         with_client!(self, "open a status-page session", c => async {
             c.execute(
-                "INSERT INTO page_sessions (hash, tenant, token_id, credential, created_at, expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                sql::OPEN_PAGE_SESSION.postgres,
                 &[&&s.hash[..], &s.tenant, &s.token_id, &&s.credential[..], &s.created_at, &s.expires_at],
             )
             .await?;
@@ -416,11 +372,7 @@ impl TenancyStore for PostgresStore {
     async fn page_session(&self, hash: &[u8; 32]) -> Result<Option<PageSession>, StoreError> {
         with_client!(self, "read a status-page session", c => async {
             let Some(r) = c
-                .query_opt(
-                    "SELECT tenant, token_id, credential, created_at, expires_at FROM page_sessions
-                     WHERE hash = $1",
-                    &[&&hash[..]],
-                )
+                .query_opt(sql::PAGE_SESSION.postgres, &[&&hash[..]])
                 .await?
             else {
                 return Ok(None);
@@ -441,10 +393,10 @@ impl TenancyStore for PostgresStore {
 
     async fn end_page_session(&self, hash: &[u8; 32], before: i64) -> Result<bool, StoreError> {
         with_client!(self, "end a status-page session", c => async {
-            c.execute("DELETE FROM page_sessions WHERE expires_at < $1", &[&before])
+            c.execute(sql::PRUNE_PAGE_SESSIONS.postgres, &[&before])
                 .await?;
             let n = c
-                .execute("DELETE FROM page_sessions WHERE hash = $1", &[&&hash[..]])
+                .execute(sql::END_PAGE_SESSION.postgres, &[&&hash[..]])
                 .await?;
             Ok(n == 1)
         })

@@ -36,6 +36,14 @@ fn conversion(column: usize, what: String) -> rusqlite::Error {
     )
 }
 
+/// The 32 bytes (a hash, a salt) in `column` of `r`; `what` names them when they are not 32.
+fn bytes32(r: &rusqlite::Row<'_>, column: usize, what: &str) -> rusqlite::Result<[u8; 32]> {
+    let bytes: Vec<u8> = r.get(column)?;
+    bytes
+        .try_into()
+        .map_err(|_| conversion(column, format!("{what} is not 32 bytes")))
+}
+
 /// The SQLite store.
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,

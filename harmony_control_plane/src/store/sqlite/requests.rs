@@ -1,25 +1,20 @@
-//! Durable requests in SQLite.
+//! Durable requests in SQLite. The statements PostgreSQL shares are in [`crate::store::sql`].
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use std::collections::HashMap;
 
-use super::conversion;
+use super::{bytes32, conversion};
+use crate::store::sql::{self, REQUEST_COLUMNS as COLUMNS};
 use crate::store::{NewRequest, RequestRecord, RequestState, Submitted};
 
-const COLUMNS: &str = "id, region, op, params, body_hash, state, res, seq, created_at, sent_at, \
-     completed_at, deliveries, tenant, project, project_json, zone";
-
 fn row(r: &Row<'_>) -> rusqlite::Result<RequestRecord> {
-    let hash: Vec<u8> = r.get(4)?;
     let state: String = r.get(5)?;
     Ok(RequestRecord {
         id: r.get(0)?,
         region: r.get(1)?,
         op: r.get(2)?,
         params: r.get(3)?,
-        body_hash: hash
-            .try_into()
-            .map_err(|_| conversion(4, "a request body hash is not 32 bytes".into()))?,
+        body_hash: bytes32(r, 4, "a request body hash")?,
         state: RequestState::parse(&state)
             .ok_or_else(|| conversion(5, format!("unknown request state {state:?}")))?,
         res: r.get(6)?,
@@ -34,22 +29,13 @@ fn row(r: &Row<'_>) -> rusqlite::Result<RequestRecord> {
 }
 
 fn read(c: &Connection, id: &str) -> rusqlite::Result<Option<RequestRecord>> {
-    c.query_row(
-        &format!("SELECT {COLUMNS} FROM requests WHERE id = ?1"),
-        [id],
-        row,
-    )
-    .optional()
+    c.query_row(sql::REQUEST.sqlite, [id], row).optional()
 }
 
 pub(super) fn submit(c: &mut Connection, r: &NewRequest) -> rusqlite::Result<Submitted> {
     let tx = c.transaction()?;
     let n = tx.execute(
-        "INSERT INTO requests (id, region, op, params, body_hash, state, created_at,
-             tenant, project, project_json, zone)
-         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8, ?9,
-             COALESCE(NULLIF(?10, ''), (SELECT zone FROM regions WHERE name = ?2), ''))
-         ON CONFLICT(id) DO NOTHING",
+        sql::SUBMIT_REQUEST.sqlite,
         params![
             r.id,
             r.region,
@@ -91,6 +77,7 @@ pub(super) fn unanswered(
     rows.collect()
 }
 
+/// SQLite's own (PostgreSQL marks a batch at once).
 pub(super) fn mark_sent(c: &Connection, id: &str, now: i64) -> rusqlite::Result<bool> {
     let n = c.execute(
         "UPDATE requests SET state = 'sent', sent_at = ?2, deliveries = deliveries + 1
@@ -109,34 +96,28 @@ pub(super) fn finish(
     now: i64,
 ) -> rusqlite::Result<bool> {
     let n = c.execute(
-        "UPDATE requests SET state = ?2, res = ?3, completed_at = ?4
-         WHERE id = ?1 AND state IN ('queued', 'sent')",
+        sql::FINISH_REQUEST.sqlite,
         params![id, state.as_str(), res_json, now],
     )?;
     Ok(n == 1)
 }
 
 pub(super) fn prune(c: &Connection, older_than: i64) -> rusqlite::Result<u64> {
-    let n = c.execute(
-        "DELETE FROM requests WHERE state IN ('done', 'cancelled') AND completed_at < ?1",
-        [older_than],
-    )?;
+    let n = c.execute(sql::PRUNE_REQUESTS.sqlite, [older_than])?;
     Ok(n as u64)
 }
 
 pub(super) fn unanswered_counts(
     c: &Connection,
 ) -> rusqlite::Result<HashMap<(String, String), u64>> {
-    let mut stmt = c.prepare(
-        "SELECT region, COALESCE(zone, ''), COUNT(*) FROM requests
-         WHERE state IN ('queued', 'sent') GROUP BY region, zone",
-    )?;
+    let mut stmt = c.prepare(sql::UNANSWERED_COUNTS.sqlite)?;
     let rows = stmt.query_map([], |r| {
         Ok(((r.get(0)?, r.get(1)?), r.get::<_, i64>(2)?.max(0) as u64))
     })?;
     rows.collect()
 }
 
+/// SQLite's own: PostgreSQL orders the `DISTINCT` rows by their output columns (`ORDER BY 1, 2`).
 pub(super) fn queued_zones(c: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
     let mut stmt = c.prepare(
         "SELECT DISTINCT region, COALESCE(zone, '') FROM requests WHERE state = 'queued'

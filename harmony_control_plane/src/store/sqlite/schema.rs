@@ -7,6 +7,8 @@
 
 use rusqlite::{Connection, Transaction};
 
+use crate::store::sql;
+
 /// The schema version this code writes.
 pub(super) const VERSION: i64 = 2;
 
@@ -16,7 +18,8 @@ PRAGMA synchronous = NORMAL;
 PRAGMA busy_timeout = 5000;
 ";
 
-/// Tables in their current shape; `IF NOT EXISTS` keeps older tables, which [`upgrade`] fixes.
+/// Tables in their current shape, in SQLite's column types; `IF NOT EXISTS` keeps older tables,
+/// which [`upgrade`] fixes.
 const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS regions (
@@ -100,23 +103,6 @@ CREATE TABLE IF NOT EXISTS requests (
     deliveries INTEGER NOT NULL DEFAULT 0,
     zone TEXT
 );
-";
-
-/// Indexes, created after [`upgrade`] added the columns they cover.
-const INDEXES: &str = "
-CREATE INDEX IF NOT EXISTS identities_by_region ON identities(region);
-CREATE INDEX IF NOT EXISTS identities_by_bootstrap ON identities(bootstrap_id);
-CREATE INDEX IF NOT EXISTS bootstrap_by_region ON bootstrap_tokens(region);
-CREATE INDEX IF NOT EXISTS service_instances_by_state ON service_instances(state);
-CREATE INDEX IF NOT EXISTS sessions_by_replica ON sessions(replica);
-CREATE INDEX IF NOT EXISTS requests_unanswered ON requests(region, seq)
-    WHERE state IN ('queued', 'sent');
-CREATE INDEX IF NOT EXISTS requests_queued ON requests(region) WHERE state = 'queued';
-CREATE INDEX IF NOT EXISTS requests_unanswered_by_zone ON requests(region, zone, seq)
-    WHERE state IN ('queued', 'sent');
-CREATE INDEX IF NOT EXISTS bootstrap_by_zone ON bootstrap_tokens(region, zone);
-CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
-    WHERE state IN ('done', 'cancelled');
 ";
 
 /// Columns this release added to tables of the previous one.
@@ -209,18 +195,15 @@ fn apply(conn: &mut Connection) -> Result<(), Step> {
     let tx = conn.transaction()?;
     tx.execute_batch(TABLES)?;
     tx.execute_batch(super::tenancy::TABLES)?;
-    let stored: Option<i64> =
-        tx.query_row("SELECT MAX(version) FROM schema_version", [], |r| r.get(0))?;
+    let stored: Option<i64> = tx.query_row(sql::SCHEMA_VERSION.sqlite, [], |r| r.get(0))?;
     if let Some(v) = stored.filter(|v| *v > VERSION) {
         return Err(Step::Newer(v));
     }
     upgrade(&tx)?;
-    tx.execute_batch(INDEXES)?;
-    tx.execute("DELETE FROM schema_version", [])?;
-    tx.execute(
-        "INSERT INTO schema_version (version) VALUES (?1)",
-        [VERSION],
-    )?;
+    // Indexes after `upgrade` added the columns they cover.
+    tx.execute_batch(sql::INDEXES)?;
+    tx.execute(sql::CLEAR_SCHEMA_VERSION.sqlite, [])?;
+    tx.execute(sql::SET_SCHEMA_VERSION.sqlite, [VERSION])?;
     tx.commit()?;
     Ok(())
 }

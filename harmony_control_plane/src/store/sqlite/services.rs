@@ -1,4 +1,5 @@
 //! Service instances in SQLite: every state change is a compare-and-set on (state, attempts).
+//! The statements PostgreSQL shares are in [`crate::store::sql`].
 
 use harmony_agent_protocol::InstanceState;
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -6,10 +7,8 @@ use serde_json::Value;
 use std::collections::HashMap;
 
 use super::conversion;
+use crate::store::sql::{self, SERVICE_COLUMNS as COLUMNS};
 use crate::store::{Outcome, ServiceRecord, now_ms};
-
-const COLUMNS: &str = "id, service_type, region, state, detail, provider, outputs, spec, attempts, \
-     created_at, updated_at, tenant, project, zone, parent";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<ServiceRecord> {
     let state: String = r.get(3)?;
@@ -36,14 +35,10 @@ fn row(r: &Row<'_>) -> rusqlite::Result<ServiceRecord> {
 }
 
 pub(super) fn one(c: &Connection, id: &str) -> rusqlite::Result<Option<ServiceRecord>> {
-    c.query_row(
-        &format!("SELECT {COLUMNS} FROM service_instances WHERE id = ?1"),
-        [id],
-        row,
-    )
-    .optional()
+    c.query_row(sql::SERVICE.sqlite, [id], row).optional()
 }
 
+/// SQLite's own `INSERT OR IGNORE` (PostgreSQL: `ON CONFLICT (id) DO NOTHING`).
 pub(super) fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bool> {
     let n = c.execute(
         &format!(
@@ -73,9 +68,7 @@ pub(super) fn insert(c: &Connection, rec: &ServiceRecord) -> rusqlite::Result<bo
 }
 
 pub(super) fn all(c: &Connection) -> rusqlite::Result<Vec<ServiceRecord>> {
-    let mut stmt = c.prepare(&format!(
-        "SELECT {COLUMNS} FROM service_instances ORDER BY created_at, id"
-    ))?;
+    let mut stmt = c.prepare(sql::SERVICES.sqlite)?;
     let rows = stmt.query_map([], row)?;
     rows.collect()
 }
@@ -84,18 +77,13 @@ pub(super) fn in_state(
     c: &Connection,
     state: InstanceState,
 ) -> rusqlite::Result<Vec<ServiceRecord>> {
-    let mut stmt = c.prepare(&format!(
-        "SELECT {COLUMNS} FROM service_instances WHERE state = ?1 ORDER BY created_at, id"
-    ))?;
+    let mut stmt = c.prepare(sql::SERVICES_IN_STATE.sqlite)?;
     let rows = stmt.query_map([state.as_str()], row)?;
     rows.collect()
 }
 
 pub(super) fn live_by_region(c: &Connection) -> rusqlite::Result<HashMap<String, usize>> {
-    let mut stmt = c.prepare(
-        "SELECT region, COUNT(*) FROM service_instances
-         WHERE state NOT IN ('failed', 'deleting') GROUP BY region",
-    )?;
+    let mut stmt = c.prepare(sql::LIVE_SERVICES_BY_REGION.sqlite)?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)))?;
     rows.collect()
 }
@@ -106,21 +94,15 @@ pub(super) fn claim_queued(
     detail: &str,
 ) -> rusqlite::Result<Option<ServiceRecord>> {
     let tx = c.transaction()?;
-    let n = tx.execute(
-        "UPDATE service_instances SET state = 'pending', attempts = attempts + 1,
-         detail = ?2, updated_at = ?3 WHERE id = ?1 AND state = 'queued'",
-        params![id, detail, now_ms()],
-    )?;
+    let n = tx.execute(sql::CLAIM_QUEUED.sqlite, params![id, detail, now_ms()])?;
+    // SQLite's own: the row read again (PostgreSQL's statement returns it).
     let rec = if n == 1 { one(&tx, id)? } else { None };
     tx.commit()?;
     Ok(rec)
 }
 
 pub(super) fn cancel_queued(c: &Connection, id: &str) -> rusqlite::Result<bool> {
-    let n = c.execute(
-        "DELETE FROM service_instances WHERE id = ?1 AND state = 'queued'",
-        [id],
-    )?;
+    let n = c.execute(sql::CANCEL_QUEUED.sqlite, [id])?;
     Ok(n == 1)
 }
 
@@ -133,8 +115,7 @@ pub(super) fn next_attempt(
 ) -> rusqlite::Result<Option<ServiceRecord>> {
     let tx = c.transaction()?;
     let n = tx.execute(
-        "UPDATE service_instances SET state = ?4, attempts = attempts + 1, detail = ?5,
-         updated_at = ?6 WHERE id = ?1 AND state = ?2 AND attempts = ?3",
+        sql::NEXT_ATTEMPT.sqlite,
         params![id, from.0.as_str(), from.1, to.as_str(), detail, now_ms()],
     )?;
     let rec = if n == 1 { one(&tx, id)? } else { None };
@@ -153,9 +134,7 @@ pub(super) fn settle(
         .as_ref()
         .map(|o| Value::Object(o.clone()).to_string());
     let n = c.execute(
-        "UPDATE service_instances SET state = ?4, detail = ?5,
-         provider = COALESCE(?6, provider), outputs = COALESCE(?7, outputs), updated_at = ?8
-         WHERE id = ?1 AND state = ?2 AND attempts = ?3",
+        sql::SETTLE.sqlite,
         params![
             id,
             from.0.as_str(),
@@ -176,16 +155,13 @@ pub(super) fn remove_if(
     from: (InstanceState, u32),
 ) -> rusqlite::Result<bool> {
     let n = c.execute(
-        "DELETE FROM service_instances WHERE id = ?1 AND state = ?2 AND attempts = ?3",
+        sql::REMOVE_SERVICE_IF.sqlite,
         params![id, from.0.as_str(), from.1],
     )?;
     Ok(n == 1)
 }
 
 pub(super) fn remove(c: &Connection, id: &str, region: &str) -> rusqlite::Result<bool> {
-    let n = c.execute(
-        "DELETE FROM service_instances WHERE id = ?1 AND region = ?2",
-        params![id, region],
-    )?;
+    let n = c.execute(sql::REMOVE_SERVICE.sqlite, params![id, region])?;
     Ok(n == 1)
 }

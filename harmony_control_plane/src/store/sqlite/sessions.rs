@@ -1,11 +1,10 @@
-//! Session rows (one per region and zone) in SQLite.
+//! Session rows (one per region and zone) in SQLite. The statements PostgreSQL shares are in
+//! [`crate::store::sql`].
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
+use crate::store::sql::{self, SESSION_COLUMNS as COLUMNS};
 use crate::store::{Heartbeat, SessionRecord, merge_heartbeats};
-
-const COLUMNS: &str = "region, zone, replica, conn, connected, connected_at, disconnected_at, \
-     last_heartbeat_at, hello_json, status_json, services_json, max_frame_bytes";
 
 fn row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
     Ok(SessionRecord {
@@ -26,16 +25,7 @@ fn row(r: &Row<'_>) -> rusqlite::Result<SessionRecord> {
 
 pub(super) fn open(c: &Connection, s: &SessionRecord) -> rusqlite::Result<bool> {
     let n = c.execute(
-        &format!(
-            "INSERT INTO sessions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-             ON CONFLICT(region, zone) DO UPDATE SET replica = excluded.replica, conn = excluded.conn,
-               connected = excluded.connected, connected_at = excluded.connected_at,
-               disconnected_at = excluded.disconnected_at,
-               last_heartbeat_at = excluded.last_heartbeat_at, hello_json = excluded.hello_json,
-               status_json = excluded.status_json, services_json = excluded.services_json,
-               max_frame_bytes = excluded.max_frame_bytes
-             WHERE sessions.connected_at <= excluded.connected_at"
-        ),
+        sql::OPEN_SESSION.sqlite,
         params![
             s.region,
             s.zone,
@@ -55,6 +45,7 @@ pub(super) fn open(c: &Connection, s: &SessionRecord) -> rusqlite::Result<bool> 
 }
 
 /// One transaction (one disk sync) for the whole batch; beats of one connection merged first.
+/// SQLite's own (PostgreSQL updates the batch in one statement, with `GREATEST`).
 pub(super) fn heartbeats(c: &mut Connection, beats: &[Heartbeat]) -> rusqlite::Result<u64> {
     let beats = merge_heartbeats(beats);
     let tx = c.transaction()?;
@@ -80,26 +71,19 @@ pub(super) fn services(
     services_json: &str,
 ) -> rusqlite::Result<bool> {
     let n = c.execute(
-        "UPDATE sessions SET services_json = ?3 WHERE region = ?1 AND conn = ?2 AND connected",
+        sql::SESSION_SERVICES.sqlite,
         params![region, conn, services_json],
     )?;
     Ok(n == 1)
 }
 
 pub(super) fn close(c: &Connection, region: &str, conn: &str, now: i64) -> rusqlite::Result<bool> {
-    let n = c.execute(
-        "UPDATE sessions SET connected = 0, disconnected_at = ?3
-         WHERE region = ?1 AND conn = ?2 AND connected",
-        params![region, conn, now],
-    )?;
+    let n = c.execute(sql::CLOSE_SESSION.sqlite, params![region, conn, now])?;
     Ok(n == 1)
 }
 
 pub(super) fn close_replica(c: &Connection, replica: &str, now: i64) -> rusqlite::Result<u64> {
-    let n = c.execute(
-        "UPDATE sessions SET connected = 0, disconnected_at = ?2 WHERE replica = ?1 AND connected",
-        params![replica, now],
-    )?;
+    let n = c.execute(sql::CLOSE_REPLICA_SESSIONS.sqlite, params![replica, now])?;
     Ok(n as u64)
 }
 
@@ -125,9 +109,7 @@ pub(super) fn of_region(c: &Connection, region: &str) -> rusqlite::Result<Vec<Se
 }
 
 pub(super) fn all(c: &Connection) -> rusqlite::Result<Vec<SessionRecord>> {
-    let mut stmt = c.prepare(&format!(
-        "SELECT {COLUMNS} FROM sessions ORDER BY region, zone"
-    ))?;
+    let mut stmt = c.prepare(sql::SESSIONS.sqlite)?;
     let rows = stmt.query_map([], row)?;
     rows.collect()
 }

@@ -1,18 +1,21 @@
 //! Tenants, tenant tokens, caps, projects and quotas in SQLite. The single connection serialises
-//! every transaction, so the cap check and the quota write cannot interleave with another's.
+//! every transaction, so the cap check and the quota write cannot interleave with another's
+//! (PostgreSQL locks the tenant's row instead). The statements PostgreSQL shares are in
+//! [`crate::store::sql`].
 
 use harmony_agent_protocol::tenancy::ProjectQuota;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use std::collections::BTreeMap;
 
-use super::conversion;
+use super::{bytes32, conversion};
+use crate::store::sql;
 use crate::store::tenancy::{CapSet, decide_cap, decide_quota, quota_json, quota_of};
 use crate::store::{
     PageSession, ProjectCreated, ProjectRecord, QuotaSet, StoreError, TenantRecord,
     TenantTokenRecord,
 };
 
-/// The tenancy tables (schema version 2).
+/// The tenancy tables (schema version 2), in SQLite's column types.
 pub(super) const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS tenants (
     name TEXT PRIMARY KEY,
@@ -62,8 +65,7 @@ fn quota(col: usize, json: &str) -> rusqlite::Result<ProjectQuota> {
 }
 
 fn caps(c: &Connection, tenant: &str) -> rusqlite::Result<BTreeMap<String, ProjectQuota>> {
-    let mut stmt =
-        c.prepare("SELECT region, quota FROM tenant_caps WHERE tenant = ?1 ORDER BY region")?;
+    let mut stmt = c.prepare(sql::TENANT_CAPS.sqlite)?;
     let rows = stmt.query_map([tenant], |r| {
         Ok((r.get::<_, String>(0)?, quota(1, &r.get::<_, String>(1)?)?))
     })?;
@@ -80,24 +82,17 @@ fn tenant_row(c: &Connection, r: &Row<'_>) -> rusqlite::Result<TenantRecord> {
 }
 
 pub(super) fn create_tenant(c: &Connection, name: &str, now: i64) -> rusqlite::Result<bool> {
-    let n = c.execute(
-        "INSERT INTO tenants (name, created_at) VALUES (?1, ?2) ON CONFLICT(name) DO NOTHING",
-        params![name, now],
-    )?;
+    let n = c.execute(sql::CREATE_TENANT.sqlite, params![name, now])?;
     Ok(n == 1)
 }
 
 pub(super) fn tenant(c: &Connection, name: &str) -> rusqlite::Result<Option<TenantRecord>> {
-    c.query_row(
-        "SELECT name, created_at FROM tenants WHERE name = ?1",
-        [name],
-        |r| tenant_row(c, r),
-    )
-    .optional()
+    c.query_row(sql::TENANT.sqlite, [name], |r| tenant_row(c, r))
+        .optional()
 }
 
 pub(super) fn tenants(c: &Connection) -> rusqlite::Result<Vec<TenantRecord>> {
-    let mut stmt = c.prepare("SELECT name, created_at FROM tenants ORDER BY name")?;
+    let mut stmt = c.prepare(sql::TENANTS.sqlite)?;
     let rows = stmt.query_map([], |r| tenant_row(c, r))?;
     rows.collect()
 }
@@ -110,20 +105,14 @@ pub(super) fn set_cap(
 ) -> rusqlite::Result<CapSet> {
     let tx = c.transaction()?;
     if tx
-        .query_row(
-            "SELECT 1 FROM tenants WHERE name = ?1",
-            [tenant],
-            |_| Ok(()),
-        )
+        .query_row(sql::TENANT_EXISTS.sqlite, [tenant], |_| Ok(()))
         .optional()?
         .is_none()
     {
         return Ok(CapSet::NoTenant);
     }
     let grants = {
-        let mut stmt = tx.prepare(
-            "SELECT project, quota FROM project_quotas WHERE tenant = ?1 AND region = ?2 ORDER BY project",
-        )?;
+        let mut stmt = tx.prepare(sql::REGION_GRANTS.sqlite)?;
         let rows = stmt.query_map([tenant, region], |r| {
             Ok((r.get::<_, String>(0)?, quota(1, &r.get::<_, String>(1)?)?))
         })?;
@@ -132,8 +121,7 @@ pub(super) fn set_cap(
     let outcome = decide_cap(cap, &grants);
     if outcome == CapSet::Set {
         tx.execute(
-            "INSERT INTO tenant_caps (tenant, region, quota) VALUES (?1, ?2, ?3)
-             ON CONFLICT(tenant, region) DO UPDATE SET quota = excluded.quota",
+            sql::SET_TENANT_CAP.sqlite,
             params![tenant, region, quota_json(cap)],
         )?;
     }
@@ -143,9 +131,7 @@ pub(super) fn set_cap(
 
 pub(super) fn add_token(c: &Connection, t: &TenantTokenRecord) -> rusqlite::Result<bool> {
     let n = c.execute(
-        "INSERT INTO tenant_tokens (id, tenant, hash, created_at, expires_at, revoked_at)
-         SELECT ?1, name, ?3, ?4, ?5, ?6 FROM tenants WHERE name = ?2
-         ON CONFLICT(id) DO NOTHING",
+        sql::ADD_TENANT_TOKEN.sqlite,
         params![
             t.id,
             t.tenant,
@@ -159,24 +145,16 @@ pub(super) fn add_token(c: &Connection, t: &TenantTokenRecord) -> rusqlite::Resu
 }
 
 pub(super) fn token(c: &Connection, id: &str) -> rusqlite::Result<Option<TenantTokenRecord>> {
-    c.query_row(
-        "SELECT id, tenant, hash, created_at, expires_at, revoked_at FROM tenant_tokens
-         WHERE id = ?1",
-        [id],
-        |r| {
-            let hash: Vec<u8> = r.get(2)?;
-            Ok(TenantTokenRecord {
-                id: r.get(0)?,
-                tenant: r.get(1)?,
-                hash: hash
-                    .try_into()
-                    .map_err(|_| conversion(2, "a tenant token hash is not 32 bytes".into()))?,
-                created_at: r.get(3)?,
-                expires_at: r.get(4)?,
-                revoked_at: r.get(5)?,
-            })
-        },
-    )
+    c.query_row(sql::TENANT_TOKEN.sqlite, [id], |r| {
+        Ok(TenantTokenRecord {
+            id: r.get(0)?,
+            tenant: r.get(1)?,
+            hash: bytes32(r, 2, "a tenant token hash")?,
+            created_at: r.get(3)?,
+            expires_at: r.get(4)?,
+            revoked_at: r.get(5)?,
+        })
+    })
     .optional()
 }
 
@@ -186,11 +164,7 @@ pub(super) fn revoke_token(
     id: &str,
     now: i64,
 ) -> rusqlite::Result<bool> {
-    let n = c.execute(
-        "UPDATE tenant_tokens SET revoked_at = ?3
-         WHERE tenant = ?1 AND id = ?2 AND revoked_at IS NULL",
-        params![tenant, id, now],
-    )?;
+    let n = c.execute(sql::REVOKE_TENANT_TOKEN.sqlite, params![tenant, id, now])?;
     Ok(n == 1)
 }
 
@@ -198,31 +172,26 @@ pub(super) fn create_project(
     c: &mut Connection,
     p: &ProjectRecord,
 ) -> rusqlite::Result<ProjectCreated> {
+    // SQLite's own: every check first, then the insert (PostgreSQL inserts first).
     let tx = c.transaction()?;
     let known: bool = tx
-        .query_row("SELECT 1 FROM tenants WHERE name = ?1", [&p.tenant], |_| {
-            Ok(true)
-        })
+        .query_row(sql::TENANT_EXISTS.sqlite, [&p.tenant], |_| Ok(true))
         .optional()?
         .unwrap_or(false);
     let outcome = if !known {
         ProjectCreated::NoTenant
     } else if tx
-        .query_row(
-            "SELECT 1 FROM projects WHERE tenant = ?1 AND project = ?2",
-            [&p.tenant, &p.project],
-            |_| Ok(()),
-        )
+        .query_row(sql::PROJECT_EXISTS.sqlite, [&p.tenant, &p.project], |_| {
+            Ok(())
+        })
         .optional()?
         .is_some()
     {
         ProjectCreated::Exists
     } else if let Some(owner) = tx
-        .query_row(
-            "SELECT tenant || '/' || project FROM projects WHERE namespace = ?1",
-            [&p.namespace],
-            |r| r.get::<_, String>(0),
-        )
+        .query_row(sql::NAMESPACE_OWNER.sqlite, [&p.namespace], |r| {
+            r.get::<_, String>(0)
+        })
         .optional()?
     {
         ProjectCreated::NamespaceTaken(owner)
@@ -242,10 +211,7 @@ fn quotas(
     tenant: &str,
     project: &str,
 ) -> rusqlite::Result<BTreeMap<String, ProjectQuota>> {
-    let mut stmt = c.prepare(
-        "SELECT region, quota FROM project_quotas WHERE tenant = ?1 AND project = ?2
-         ORDER BY region",
-    )?;
+    let mut stmt = c.prepare(sql::PROJECT_QUOTAS.sqlite)?;
     let rows = stmt.query_map([tenant, project], |r| {
         Ok((r.get::<_, String>(0)?, quota(1, &r.get::<_, String>(1)?)?))
     })?;
@@ -268,12 +234,9 @@ pub(super) fn project(
     tenant: &str,
     project: &str,
 ) -> rusqlite::Result<Option<ProjectRecord>> {
-    c.query_row(
-        "SELECT tenant, project, namespace, created_at FROM projects
-         WHERE tenant = ?1 AND project = ?2",
-        [tenant, project],
-        |r| project_row(c, r),
-    )
+    c.query_row(sql::PROJECT.sqlite, [tenant, project], |r| {
+        project_row(c, r)
+    })
     .optional()
 }
 
@@ -281,6 +244,7 @@ pub(super) fn projects(
     c: &Connection,
     tenant: Option<&str>,
 ) -> rusqlite::Result<Vec<ProjectRecord>> {
+    // SQLite's own: PostgreSQL types the parameter (`$1::TEXT IS NULL`).
     let mut stmt = c.prepare(
         "SELECT tenant, project, namespace, created_at FROM projects
          WHERE ?1 IS NULL OR tenant = ?1 ORDER BY tenant, project",
@@ -298,27 +262,19 @@ pub(super) fn set_quota(
 ) -> rusqlite::Result<QuotaSet> {
     let tx = c.transaction()?;
     if tx
-        .query_row(
-            "SELECT 1 FROM projects WHERE tenant = ?1 AND project = ?2",
-            [tenant, project],
-            |_| Ok(()),
-        )
+        .query_row(sql::PROJECT_EXISTS.sqlite, [tenant, project], |_| Ok(()))
         .optional()?
         .is_none()
     {
         return Ok(QuotaSet::NoProject);
     }
     let cap = tx
-        .query_row(
-            "SELECT quota FROM tenant_caps WHERE tenant = ?1 AND region = ?2",
-            [tenant, region],
-            |r| quota(0, &r.get::<_, String>(0)?),
-        )
+        .query_row(sql::TENANT_CAP.sqlite, [tenant, region], |r| {
+            quota(0, &r.get::<_, String>(0)?)
+        })
         .optional()?;
     let others = {
-        let mut stmt = tx.prepare(
-            "SELECT quota FROM project_quotas WHERE tenant = ?1 AND region = ?2 AND project <> ?3",
-        )?;
+        let mut stmt = tx.prepare(sql::OTHER_PROJECT_QUOTAS.sqlite)?;
         let rows = stmt.query_map([tenant, region, project], |r| {
             quota(0, &r.get::<_, String>(0)?)
         })?;
@@ -327,8 +283,7 @@ pub(super) fn set_quota(
     let outcome = decide_quota(cap, &others, asked);
     if outcome == QuotaSet::Set {
         tx.execute(
-            "INSERT INTO project_quotas (tenant, project, region, quota) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(tenant, project, region) DO UPDATE SET quota = excluded.quota",
+            sql::SET_PROJECT_QUOTA.sqlite,
             params![tenant, project, region, quota_json(asked)],
         )?;
     }
@@ -413,9 +368,15 @@ impl crate::store::TenancyStore for super::SqliteStore {
         let s = s.clone();
         self.run("open a status-page session", move |c| {
             c.execute(
-                "INSERT INTO page_sessions (hash, tenant, token_id, credential, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![&s.hash[..], s.tenant, s.token_id, &s.credential[..], s.created_at, s.expires_at],
+                sql::OPEN_PAGE_SESSION.sqlite,
+                params![
+                    &s.hash[..],
+                    s.tenant,
+                    s.token_id,
+                    &s.credential[..],
+                    s.created_at,
+                    s.expires_at
+                ],
             )
             .map(|_| ())
         })
@@ -425,24 +386,16 @@ impl crate::store::TenancyStore for super::SqliteStore {
     async fn page_session(&self, hash: &[u8; 32]) -> Result<Option<PageSession>, StoreError> {
         let hash = *hash;
         self.run("read a status-page session", move |c| {
-            c.query_row(
-                "SELECT tenant, token_id, credential, created_at, expires_at FROM page_sessions
-                 WHERE hash = ?1",
-                params![&hash[..]],
-                |r| {
-                    let credential: Vec<u8> = r.get(2)?;
-                    Ok(PageSession {
-                        hash,
-                        tenant: r.get(0)?,
-                        token_id: r.get(1)?,
-                        credential: credential.try_into().map_err(|_| {
-                            conversion(2, "a credential hash is not 32 bytes".into())
-                        })?,
-                        created_at: r.get(3)?,
-                        expires_at: r.get(4)?,
-                    })
-                },
-            )
+            c.query_row(sql::PAGE_SESSION.sqlite, params![&hash[..]], |r| {
+                Ok(PageSession {
+                    hash,
+                    tenant: r.get(0)?,
+                    token_id: r.get(1)?,
+                    credential: bytes32(r, 2, "a credential hash")?,
+                    created_at: r.get(3)?,
+                    expires_at: r.get(4)?,
+                })
+            })
             .optional()
         })
         .await
@@ -451,15 +404,9 @@ impl crate::store::TenancyStore for super::SqliteStore {
     async fn end_page_session(&self, hash: &[u8; 32], before: i64) -> Result<bool, StoreError> {
         let hash = *hash;
         self.run("end a status-page session", move |c| {
-            c.execute(
-                "DELETE FROM page_sessions WHERE expires_at < ?1",
-                params![before],
-            )?;
-            c.execute(
-                "DELETE FROM page_sessions WHERE hash = ?1",
-                params![&hash[..]],
-            )
-            .map(|n| n == 1)
+            c.execute(sql::PRUNE_PAGE_SESSIONS.sqlite, params![before])?;
+            c.execute(sql::END_PAGE_SESSION.sqlite, params![&hash[..]])
+                .map(|n| n == 1)
         })
         .await
     }

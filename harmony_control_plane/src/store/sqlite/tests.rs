@@ -168,3 +168,16 @@ async fn a_version_1_database_gains_the_tenancy_tables_and_columns_in_place() {
         .unwrap();
     assert_eq!(version, 2);
 }
+
+#[test]
+fn every_shared_statement_prepares_on_the_current_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cp.sqlite");
+    drop(SqliteStore::open(&path).unwrap());
+    let c = Connection::open(&path).unwrap();
+    for (name, sql) in crate::store::sql::all() {
+        if let Err(e) = c.prepare(sql.sqlite) {
+            panic!("{name} does not prepare on SQLite: {e}\n{}", sql.sqlite);
+        }
+    }
+}

@@ -8,14 +8,12 @@ use harmony::domain::capability::postgresql::{
 };
 use harmony::domain::capability::{MultiSite, PostgreSQL};
 use harmony::domain::operator::OperatorError;
-use harmony::domain::{
-    InterpretError, ObjectChange, Outcome, Topology, ValidationError, report_progress,
-};
+use harmony::domain::{InterpretError, ObjectChange, Outcome, Topology, ValidationError};
 
 use super::PostgreSQLFailoverScore;
+use crate::postgresql::primary_change::point_at;
 use crate::postgresql::switchover::{
-    DistributedCluster, DistributedPostgreSQL, MemberRole, MemberState, apply_role, member_name,
-    observe,
+    DistributedCluster, DistributedPostgreSQL, MemberState, member_name, observe,
 };
 
 /// A replica that can be promoted: where it is and how far it replayed.
@@ -85,26 +83,21 @@ impl PostgreSQLFailoverScore {
         T: Topology + MultiSite,
         T::Site: DistributedPostgreSQL,
     {
-        let role = MemberRole::primary_is(primary);
         let target = member_name(&self.name, primary);
         let mut changes: Vec<ObjectChange> = Vec::new();
-        let mut details = Vec::new();
-        for (site, state) in found {
-            if site != primary && state.says_primary() != Some(target.as_str()) {
-                report_progress(format!("pointing {site} at {primary}"));
-                apply_role(
-                    topology,
-                    members,
-                    site,
-                    &role,
-                    Some(state),
-                    owner,
-                    &mut changes,
-                )
-                .await?;
-                details.push(format!("{site} named another primary: it now follows {primary} (fenced if it was a primary)"));
-            }
-        }
+        let strays = found
+            .iter()
+            .filter(|(site, state)| {
+                *site != primary && state.says_primary() != Some(target.as_str())
+            })
+            .collect();
+        let pointed = point_at(topology, members, primary, strays, owner, &mut changes).await?;
+        let mut details: Vec<String> = pointed
+            .into_iter()
+            .map(|site| {
+                format!("{site} named another primary: it now follows {primary} (fenced if it was a primary)")
+            })
+            .collect();
         for (site, why) in unreachable {
             details.push(format!(
                 "{site} cannot be reached ({why}): if it ran the primary before, it is not fenced; re-run once it can be reached"
