@@ -3,55 +3,21 @@
 //! the agent process from the ConfigMap and Secret the Score applied, with the identity kept in
 //! a Secret of the agent's namespace (the in-cluster path).
 
-use base64::Engine;
-use serde_json::Value;
+mod rollout_support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use harmony::domain::{
-    ChangeAction, Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus, WaitPolicy,
-};
-use harmony::infra::control_plane::ControlPlaneClient;
-use harmony::infra::region_site::RegionSiteTopology;
+use harmony::domain::{ChangeAction, ScoreStatus};
 use harmony::types::{Dns1123Label, RegionId, ZoneId};
-use harmony_e2e::ApiServer;
-use harmony_e2e::eventually::eventually;
-use harmony_e2e::multi_region::AgentOptions;
 use harmony_e2e::world::{World, WorldOptions};
 use harmony_modules::region::{IDENTITY_SECRET, MANAGED_CLUSTER_ROLE, RegionAgentRolloutScore};
-
-async fn run(
-    server: &ApiServer,
-    control_plane: ControlPlaneClient,
-    score: RegionAgentRolloutScore,
-) -> ScoreReport {
-    // The agent runs here as a local process, not as the Deployment's pod (and this fixture
-    // runs no controllers): waiting for the Deployment to roll out would wait for nothing.
-    let site = server
-        .topology("region-direct", &RunContext::default())
-        .with_wait(WaitPolicy::disabled());
-    let topology = RegionSiteTopology::new(site, control_plane);
-    let mut maestro = Maestro::new(Inventory::empty(), topology);
-    maestro.register(vec![Box::new(score)]);
-    let mut reports = maestro
-        .run_all(RunOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    reports.remove(0)
-}
-
-fn kubectl_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
-    let out = server.kubectl(args);
-    out.status
-        .success()
-        .then(|| serde_json::from_slice(&out.stdout).ok())
-        .flatten()
-}
+use rollout_support::{kubectl_json, kubelet, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_second_token() {
     let w = Arc::new(World::start(harmony_e2e::bins!(), WorldOptions::default()));
-    let (server, dir) = (&w.server, &w.dir);
+    let server = &w.server;
     let score = RegionAgentRolloutScore::new(
         RegionId::parse("eu-west").unwrap(),
         ZoneId::parse("paris-1").unwrap(),
@@ -66,64 +32,7 @@ async fn rollout_applies_hardened_manifests_waits_until_healthy_and_mints_no_sec
     };
     // The kubelet's part: once the Score applied the ConfigMap and the bootstrap Secret, start
     // the agent exactly as the Deployment would (same values, identity in a Secret).
-    let applied = eventually(
-        Duration::from_secs(60),
-        "the agent's configuration",
-        || async {
-            let cm = kubectl_json(
-                server,
-                &[
-                    "get",
-                    "configmap",
-                    "harmony-agent",
-                    "-n",
-                    "harmony-agent",
-                    "-o",
-                    "json",
-                ],
-            );
-            let secret = kubectl_json(
-                server,
-                &[
-                    "get",
-                    "secret",
-                    "harmony-agent-bootstrap",
-                    "-n",
-                    "harmony-agent",
-                    "-o",
-                    "json",
-                ],
-            );
-            let (cm, secret) = cm.zip(secret)?;
-            let token = base64::engine::general_purpose::STANDARD
-                .decode(secret["data"]["token"].as_str().unwrap())
-                .unwrap();
-            Some((cm["data"].clone(), String::from_utf8(token).unwrap()))
-        },
-    )
-    .await;
-    let (config, token) =
-        applied.unwrap_or_else(|e| panic!("the Score applied no agent configuration: {e}"));
-    assert!(token.starts_with("hbt_"));
-    std::fs::write(
-        dir.path().join("ca.crt"),
-        config["ca.crt"].as_str().unwrap(),
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("token"), &token).unwrap();
-    let options = AgentOptions {
-        bootstrap_token_file: Some(dir.path().join("token")),
-        identity_secret: Some(("harmony-agent".into(), IDENTITY_SECRET.into())),
-        ..AgentOptions::new(
-            config["HARMONY_CONTROL_PLANE_URL"].as_str().unwrap(),
-            config["HARMONY_REGION"].as_str().unwrap(),
-            config["HARMONY_ZONE"].as_str().unwrap(),
-            dir.path().join("ca.crt"),
-            server.kubeconfig(),
-            dir.path().join("unused"),
-        )
-    };
-    let agent = w.agent("agent", &options);
+    let (agent, token) = kubelet(&w, server, "agent").await;
 
     let report = rollout.await.unwrap();
     assert_eq!(
