@@ -20,13 +20,11 @@ use harmony_e2e::raw_api::RawApi;
 use harmony_http::reqwest::Method;
 use serde_json::{Value, json};
 
-const CP_BIN: &str = env!("CARGO_BIN_EXE_e2e-control-plane");
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_token_reaches_the_log_though_every_kind_of_token_is_presented_at_debug_level() {
     let pki = Pki::new().unwrap();
     let mut cp = ControlPlane::start(
-        std::path::Path::new(CP_BIN),
+        harmony_e2e::bins!().control_plane(),
         &pki,
         ControlPlaneOptions {
             rust_log: Some("debug".into()),

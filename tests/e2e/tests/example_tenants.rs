@@ -2,7 +2,6 @@
 //! what it would create and changes nothing; `--yes` declares tenant `acme`, its caps, projects
 //! and quotas (read back with the admin client); a second run finds everything unchanged.
 
-use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use harmony_e2e::multi_region::{ControlPlane, ControlPlaneOptions, Pki};
@@ -57,7 +56,7 @@ fn cpu(q: Option<&harmony_agent_protocol::tenancy::ProjectQuota>) -> Option<&str
 async fn the_example_declares_acme_on_a_real_control_plane_and_rerunning_changes_nothing() {
     let pki = Pki::new().unwrap();
     let cp = ControlPlane::start(
-        Path::new(env!("CARGO_BIN_EXE_e2e-control-plane")),
+        harmony_e2e::bins!().control_plane(),
         &pki,
         ControlPlaneOptions::default(),
     )

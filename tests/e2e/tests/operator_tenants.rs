@@ -87,7 +87,7 @@ async fn a_tenant_resource_declares_the_tenant_its_caps_projects_and_quotas() {
     );
     let pki = Pki::new().unwrap();
     let control_plane = ControlPlane::start(
-        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-control-plane")),
+        harmony_e2e::bins!().control_plane(),
         &pki,
         ControlPlaneOptions::default(),
     )

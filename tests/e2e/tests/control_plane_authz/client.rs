@@ -1,6 +1,5 @@
 //! The tenancy half of `ControlPlaneClient`, against a real control plane.
 
-use super::CP_BIN;
 use harmony_e2e::multi_region::{ControlPlane, Pki};
 use serde_json::json;
 
@@ -14,7 +13,12 @@ async fn the_client_sets_tenants_up_and_acts_with_a_tenant_token() {
     use std::time::Duration;
 
     let pki = Pki::new().unwrap();
-    let cp = ControlPlane::start(std::path::Path::new(CP_BIN), &pki, Default::default()).unwrap();
+    let cp = ControlPlane::start(
+        harmony_e2e::bins!().control_plane(),
+        &pki,
+        Default::default(),
+    )
+    .unwrap();
     let admin = cp.client();
     admin
         .create_region(&"eu".parse().unwrap(), &"z1".parse().unwrap())
