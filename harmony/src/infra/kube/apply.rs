@@ -2,16 +2,12 @@ use async_trait::async_trait;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use futures::stream::{self, StreamExt};
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, TypeMeta, ValidationDirective,
-};
-use kube::discovery::Scope;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, ValidationDirective};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
-use super::applyset::{ApplySet, Contents, PART_OF, split_group_kind};
-use super::error::{describe, map};
+use super::error::map;
 use super::normalize::comparable;
 use super::resolve::ResolvedKind;
 use super::topology::K8sTopology;
@@ -25,35 +21,10 @@ use crate::domain::redact::redact_changes;
 use crate::domain::{ChangeAction, ObjectChange, WaitPolicy, WaitedStatus, report_progress};
 
 /// Namespaced objects that name no namespace go here, as with kubectl and no context namespace.
-const DEFAULT_NAMESPACE: &str = "default";
+pub(super) const DEFAULT_NAMESPACE: &str = "default";
 /// How long applied CRDs get to become Established before their custom resources are applied.
 const CRD_ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
-/// Items per LIST page when learning a phase's live objects: large enough that 1,000 objects
-/// of a kind in a namespace cost two round trips, small enough that a page stays a few MiB.
-const LIST_PAGE: u32 = 500;
-/// A LIST stops paging once it has read this many items beyond the ones a phase declares
-/// (plus one page): a namespace holding far more objects of a kind than are applied would
-/// otherwise cost more to list than a GET per applied object. Objects not seen by then are
-/// fetched one by one.
-const LIST_SLACK_FACTOR: usize = 4;
-
-/// A (resource, namespace) a phase applies objects to: what one LIST covers.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct ListScope {
-    group: String,
-    version: String,
-    plural: String,
-    namespace: Option<String>,
-}
-
-/// What the server held for each object just before a phase, keyed by scope and name:
-/// `Some(None)` means absent. An object with no entry is unknown and is read with a GET.
-type LiveState = HashMap<LiveKey, Option<DynamicObject>>;
-/// An object's place in [`LiveState`]: its scope and name.
-type LiveKey = (ListScope, String);
-/// The entries one LIST vouches for.
-type Listed = Vec<(LiveKey, Option<DynamicObject>)>;
 
 fn is_namespace(r: &ObjectRef) -> bool {
     r.api_version == "v1" && r.kind == "Namespace"
@@ -188,123 +159,6 @@ impl K8sTopology {
         })
     }
 
-    /// Learns the live state of a phase's objects with one paginated LIST per (resource,
-    /// namespace) holding two or more of them, so that applying an object costs one request
-    /// (the PATCH) instead of two (GET, then PATCH). Also returns each object's key into the
-    /// state (`None` when its kind does not resolve: `apply_one` then reports that error).
-    ///
-    /// A scope with a single object is left to a GET: a LIST would cost the same one request
-    /// and return more. A LIST that fails (typically 403: the agent's least-privilege
-    /// ServiceAccount may get and patch resource quotas, limit ranges, role bindings and CRDs
-    /// without being allowed to list them) leaves its objects to a GET each, which is what
-    /// a GET-only permission allows and reports any real error against the object itself.
-    async fn live_state(&self, objects: &[&K8sObject]) -> (LiveState, Vec<Option<LiveKey>>) {
-        let mut live = LiveState::new();
-        let Ok(conn) = self.connection() else {
-            return (live, vec![None; objects.len()]);
-        };
-        let mut scopes: HashMap<ListScope, (ResolvedKind, Vec<String>)> = HashMap::new();
-        let mut keys = Vec::with_capacity(objects.len());
-        // Sequential: after the first object of a kind, resolving is a cache lookup.
-        for o in objects {
-            let r = o.reference();
-            let Ok(kind) = self.kinds.resolve(&conn.client, &conn.server, r).await else {
-                keys.push(None);
-                continue;
-            };
-            let scope = ListScope {
-                group: kind.resource.group.clone(),
-                version: kind.resource.version.clone(),
-                plural: kind.resource.plural.clone(),
-                namespace: kind.namespaced.then(|| {
-                    r.namespace
-                        .as_deref()
-                        .unwrap_or(DEFAULT_NAMESPACE)
-                        .to_string()
-                }),
-            };
-            scopes
-                .entry(scope.clone())
-                .or_insert_with(|| (kind, Vec::new()))
-                .1
-                .push(r.name.clone());
-            keys.push(Some((scope, r.name.clone())));
-        }
-        let lists: Vec<BoxFuture<'_, Listed>> = scopes
-            .into_iter()
-            .filter(|(_, (_, names))| names.len() > 1)
-            .map(|(scope, (kind, names))| {
-                async move {
-                    let listed = self.list_scope(&kind, &scope, &names).await;
-                    listed
-                        .into_iter()
-                        .map(|(name, o)| ((scope.clone(), name), o))
-                        .collect()
-                }
-                .boxed()
-            })
-            .collect();
-        let found: Vec<_> = stream::iter(lists)
-            .buffer_unordered(self.concurrency())
-            .collect()
-            .await;
-        live.extend(found.into_iter().flatten());
-        (live, keys)
-    }
-
-    /// Lists one scope page by page and says, for each of `names` it can vouch for, whether
-    /// the object exists. Names left out (list refused, or stopped early) are read with a GET.
-    async fn list_scope(
-        &self,
-        kind: &ResolvedKind,
-        scope: &ListScope,
-        names: &[String],
-    ) -> Vec<(String, Option<DynamicObject>)> {
-        let Ok(api) = self.api(kind, scope.namespace.as_deref()) else {
-            return Vec::new();
-        };
-        let wanted: BTreeSet<&str> = names.iter().map(String::as_str).collect();
-        let budget = wanted.len() * LIST_SLACK_FACTOR + LIST_PAGE as usize;
-        // Items of a list carry no apiVersion and kind; the report compares whole objects.
-        let types = TypeMeta {
-            api_version: kind.resource.api_version.clone(),
-            kind: kind.resource.kind.clone(),
-        };
-        let mut seen: HashMap<String, DynamicObject> = HashMap::new();
-        let mut read = 0;
-        let mut params = ListParams::default().limit(LIST_PAGE);
-        let complete = loop {
-            let Ok(page) = api.list(&params).await else {
-                return Vec::new();
-            };
-            read += page.items.len();
-            for mut item in page.items {
-                let Some(name) = item.metadata.name.clone() else {
-                    continue;
-                };
-                if wanted.contains(name.as_str()) {
-                    item.types = Some(types.clone());
-                    seen.insert(name, item);
-                }
-            }
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                None => break true,
-                // Every declared object is known: the rest of the list cannot change that.
-                Some(_) if seen.len() == wanted.len() => break false,
-                Some(_) if read >= budget => break false,
-                Some(token) => params = params.continue_token(&token),
-            }
-        };
-        wanted
-            .into_iter()
-            .filter_map(|name| match seen.remove(name) {
-                Some(o) => Some((name.to_string(), Some(o))),
-                None if complete => Some((name.to_string(), None)),
-                None => None,
-            })
-            .collect()
-    }
-
     /// Applies one phase concurrently (bounded), keeping input order in the result.
     async fn apply_phase(
         &self,
@@ -402,7 +256,7 @@ impl K8sTopology {
         Ok(())
     }
     /// Applies without ownership bookkeeping: namespaces, then CRDs (awaited), then the rest.
-    async fn apply_plain(
+    pub(super) async fn apply_plain(
         &self,
         objects: &[K8sObject],
         force: bool,
@@ -478,133 +332,6 @@ impl K8sTopology {
             return Err(fail(done, e));
         }
         Ok(done)
-    }
-
-    /// Applies as `owner` (recorded in `namespace`, or cluster-wide): parent record first
-    /// (superset of kinds), members labelled, then prune (with `--prune`) and shrink the record
-    /// to what is declared now. An owner recorded in a namespace prunes in that namespace only,
-    /// whatever its record says.
-    async fn apply_owned(
-        &self,
-        owner: &str,
-        namespace: Option<&str>,
-        objects: &[K8sObject],
-        force: bool,
-    ) -> Result<Vec<ObjectChange>, ApplyFailure> {
-        let fail = |applied, error| ApplyFailure { applied, error };
-        let set = ApplySet::for_owner_in(owner, namespace);
-        let members: Vec<K8sObject> = objects.iter().map(|o| set.label(o)).collect();
-        let current = Contents::of(&members);
-        let previous = match self.get(&set.parent).await {
-            Ok(p) => Contents::from_parent(p.as_ref()),
-            Err(e) => return Err(fail(Vec::new(), e)),
-        };
-        // Recording every kind that may hold members before touching them means an
-        // interrupted run can still find and prune them later.
-        let superset = previous.union(&current);
-        let parent = set
-            .parent_object(owner, &superset)
-            .map_err(|e| fail(Vec::new(), e))?;
-        let mut done = self.apply_plain(&[parent], force).await?;
-        if let Err(f) = self
-            .apply_plain(&members, force)
-            .await
-            .map(|c| done.extend(c))
-        {
-            return Err(fail([done, f.applied].concat(), f.error));
-        }
-        if !self.prune_enabled() {
-            return Ok(done);
-        }
-        let keep: BTreeSet<MemberKey> = members.iter().map(|m| member_key(m.reference())).collect();
-        let scope = match namespace {
-            Some(ns) => Contents {
-                group_kinds: superset.group_kinds.clone(),
-                namespaces: [ns.to_string()].into(),
-            },
-            None => superset.clone(),
-        };
-        match self.prune(&set, &scope, &keep, namespace.is_none()).await {
-            Ok(deleted) => done.extend(deleted),
-            Err(e) => return Err(fail(done, e)),
-        }
-        if superset != current {
-            let parent = set
-                .parent_object(owner, &current)
-                .map_err(|e| fail(Vec::new(), e))?;
-            if let Err(f) = self
-                .apply_plain(&[parent], force)
-                .await
-                .map(|c| done.extend(c))
-            {
-                return Err(fail([done, f.applied].concat(), f.error));
-            }
-        }
-        Ok(done)
-    }
-
-    /// Deletes objects labelled as members of `set`, in the kinds and namespaces of `scope`,
-    /// that are not in `keep` (cluster-scoped kinds only when `cluster_wide`). Only objects
-    /// carrying the set's label are ever listed.
-    async fn prune(
-        &self,
-        set: &ApplySet,
-        scope: &Contents,
-        keep: &BTreeSet<MemberKey>,
-        cluster_wide: bool,
-    ) -> Result<Vec<ObjectChange>, CapabilityError> {
-        let conn = self.connection()?;
-        let selector = format!("{PART_OF}={}", set.id);
-        let mut deleted = Vec::new();
-        for gk in &scope.group_kinds {
-            let (group, kind) = split_group_kind(gk);
-            // A kind the server no longer serves cannot hold members any more.
-            let Some((resource, caps)) = kube::discovery::group(&conn.client, group)
-                .await
-                .ok()
-                .and_then(|g| g.recommended_kind(kind))
-            else {
-                continue;
-            };
-            let apis: Vec<Api<DynamicObject>> = if caps.scope == Scope::Namespaced {
-                scope
-                    .namespaces
-                    .iter()
-                    .map(|ns| Api::namespaced_with(conn.client.clone(), ns, &resource))
-                    .collect()
-            } else if cluster_wide {
-                vec![Api::all_with(conn.client.clone(), &resource)]
-            } else {
-                continue;
-            };
-            for api in apis {
-                let listed = api
-                    .list(&ListParams::default().labels(&selector))
-                    .await
-                    .map_err(|e| CapabilityError::Unreachable {
-                        server: conn.server.clone(),
-                        reason: format!(
-                            "listing {gk} owned by {}: {}",
-                            set.parent.name,
-                            describe(&e)
-                        ),
-                    })?;
-                for item in listed {
-                    let r = ObjectRef {
-                        api_version: resource.api_version.clone(),
-                        kind: kind.to_string(),
-                        namespace: item.metadata.namespace.clone(),
-                        name: item.metadata.name.clone().unwrap_or_default(),
-                    };
-                    if keep.contains(&member_key(&r)) {
-                        continue;
-                    }
-                    report_progress(format!("pruning {r}"));
-                    deleted.push(self.delete(&r).await?);
-                }
-            }
-        }
-        Ok(deleted)
     }
 }
 
@@ -686,18 +413,6 @@ impl K8sTopology {
             })
         }
     }
-}
-
-/// Identity of a member regardless of API version: group, kind, namespace, name.
-type MemberKey = (String, String, Option<String>, String);
-
-fn member_key(r: &ObjectRef) -> MemberKey {
-    (
-        r.group().to_string(),
-        r.kind.clone(),
-        r.namespace.clone(),
-        r.name.clone(),
-    )
 }
 
 #[async_trait]

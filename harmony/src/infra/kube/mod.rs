@@ -3,7 +3,9 @@
 mod apply;
 mod applyset;
 mod error;
+mod live_state;
 mod normalize;
+mod owned;
 mod quota;
 mod resolve;
 mod topology;
