@@ -7,7 +7,9 @@
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::eventually::eventually_blocking;
 
 /// The accelerator chosen and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,26 +128,25 @@ fn probe() -> Accel {
             ));
         }
     };
-    let started = Instant::now();
-    let ran = loop {
+    let ran = eventually_blocking(PROBE, "the probe guest to start under KVM", || {
         let mut text = String::new();
         if let Ok(mut f) = std::fs::File::open(serial.path()) {
             let _ = f.read_to_string(&mut text);
         }
         if text.contains("initialising devices") {
-            break Ok(());
+            return Some(Ok(()));
         }
         if let Ok(Some(status)) = child.try_wait() {
-            break Err(format!("the probe guest exited under KVM ({status})"));
+            return Some(Err(format!("the probe guest exited under KVM ({status})")));
         }
-        if started.elapsed() > PROBE {
-            break Err(format!(
-                "/dev/kvm opens but an iPXE guest did not get past its start within {} s under KVM (nested virtualisation?)",
-                PROBE.as_secs()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+        None
+    })
+    .unwrap_or_else(|_| {
+        Err(format!(
+            "/dev/kvm opens but an iPXE guest did not get past its start within {} s under KVM (nested virtualisation?)",
+            PROBE.as_secs()
+        ))
+    });
     let _ = child.kill();
     let _ = child.wait();
     match ran {

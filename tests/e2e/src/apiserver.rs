@@ -6,10 +6,12 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harmony::domain::{RunContext, WaitPolicy};
 use harmony::infra::kube::{K8sTopology, KubeTarget};
+
+use crate::eventually::eventually_blocking;
 
 /// How long a fixture may take from spawn to a written kubeconfig (cold etcd + apiserver).
 const START_TIMEOUT: Duration = Duration::from_secs(180);
@@ -160,23 +162,24 @@ impl ApiServer {
     }
 
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
-        let started = Instant::now();
-        while !self.kubeconfig().is_file() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!(
-                    "fixture exited with {status} before it was ready:\n{}",
-                    self.log_tail()
-                ));
+        let kubeconfig = self.kubeconfig();
+        let child = &mut self.child;
+        let ready = eventually_blocking(timeout, "the fixture to write its kubeconfig", || {
+            if kubeconfig.is_file() {
+                return Some(Ok(()));
             }
-            if started.elapsed() > timeout {
-                return Err(format!(
-                    "fixture not ready after {timeout:?}:\n{}",
-                    self.log_tail()
-                ));
+            match child.try_wait() {
+                Ok(Some(status)) => Some(Err(format!(
+                    "fixture exited with {status} before it was ready"
+                ))),
+                _ => None,
             }
-            std::thread::sleep(Duration::from_millis(100));
+        });
+        match ready {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(exited)) => Err(format!("{exited}:\n{}", self.log_tail())),
+            Err(w) => Err(format!("fixture not ready: {w}:\n{}", self.log_tail())),
         }
-        Ok(())
     }
 
     /// The fixture's process id, to read its CPU time from `/proc` (benchmarks).
@@ -343,15 +346,10 @@ impl Drop for ApiServer {
             .arg("-TERM")
             .arg(self.child.id().to_string())
             .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if crate::command::wait_or_kill(&mut self.child, Duration::from_secs(10)).is_err() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -30,8 +30,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::eventually::eventually_blocking;
 use crate::multi_region::Pki;
 
 /// The pinned sushy-tools version `tests/redfish-bmc/install.sh` installs.
@@ -444,27 +445,25 @@ impl BmcLab {
             .map_err(|e| format!("cannot start libvirtd ({}): {e}", argv.join(" ")))?;
         self.libvirtd = Some(child);
 
-        let started = Instant::now();
-        loop {
+        let answered = eventually_blocking(LIBVIRTD_TIMEOUT, "libvirtd to answer virsh", || {
             if let Some(Ok(Some(status))) = self.libvirtd.as_mut().map(Child::try_wait) {
                 self.libvirtd = None;
-                return Err(format!(
-                    "libvirtd exited with {status} before answering ({})\n{}",
-                    argv.join(" "),
-                    self.log_tail()
-                ));
+                return Ok(Err(status));
             }
-            match self.virsh(&["version"]) {
-                Ok(_) => return Ok(()),
-                Err(e) if started.elapsed() > LIBVIRTD_TIMEOUT => {
-                    return Err(format!(
-                        "libvirtd did not answer on {} within {LIBVIRTD_TIMEOUT:?}: {e}\n{}",
-                        self.libvirt_uri(),
-                        self.log_tail()
-                    ));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(100)),
-            }
+            self.virsh(&["version"]).map(Ok)
+        });
+        match answered {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(status)) => Err(format!(
+                "libvirtd exited with {status} before answering ({})\n{}",
+                argv.join(" "),
+                self.log_tail()
+            )),
+            Err(w) => Err(format!(
+                "libvirtd did not answer on {}: {w}\n{}",
+                self.libvirt_uri(),
+                self.log_tail()
+            )),
         }
     }
 
@@ -611,8 +610,6 @@ impl BmcLab {
         let (user, password) = (self.options.username.clone(), self.options.password.clone());
         let ca = self.pki.ca_pem.clone();
         let expected = self.uuids.len();
-        let started = Instant::now();
-        let mut last: String;
         // Requests run on a runtime of their own, on a thread of their own: the caller may be
         // inside a tokio runtime.
         let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
@@ -667,32 +664,39 @@ impl BmcLab {
                 }
             }
         });
-        let result = loop {
-            if let Some(Ok(Some(status))) = self.sushy.as_mut().map(Child::try_wait) {
-                self.sushy = None;
-                break Err(format!(
-                    "sushy-emulator exited with {status} before answering GET {}/redfish/v1/Systems\n{}",
-                    self.base_url(),
-                    self.log_tail()
-                ));
-            }
-            if go_tx.send(true).is_err() {
-                break Err("the poller thread stopped".to_string());
-            }
-            match rx.recv() {
-                Ok(Ok(())) => break Ok(()),
-                Ok(Err(e)) => last = e,
-                Err(_) => break Err("the poller thread stopped".to_string()),
-            }
-            if started.elapsed() > EMULATOR_TIMEOUT {
-                break Err(format!(
-                    "sushy-emulator did not list the lab's {expected} systems at GET {}/redfish/v1/Systems \
-                     (basic auth, TLS) within {EMULATOR_TIMEOUT:?}; last: {last}\n{}",
-                    self.base_url(),
-                    self.log_tail()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(200));
+        // Ok(Err(why)): the emulator or the poller stopped, no use waiting on.
+        let listed = eventually_blocking(
+            EMULATOR_TIMEOUT,
+            format!("sushy-emulator to list the lab's {expected} systems"),
+            || {
+                if let Some(Ok(Some(status))) = self.sushy.as_mut().map(Child::try_wait) {
+                    self.sushy = None;
+                    return Ok(Err(format!(
+                        "sushy-emulator exited with {status} before answering"
+                    )));
+                }
+                if go_tx.send(true).is_err() {
+                    return Ok(Err("the poller thread stopped".to_string()));
+                }
+                match rx.recv() {
+                    Ok(Ok(())) => Ok(Ok(())),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Ok(Err("the poller thread stopped".to_string())),
+                }
+            },
+        );
+        let result = match listed {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(format!(
+                "{why} (GET {}/redfish/v1/Systems)\n{}",
+                self.base_url(),
+                self.log_tail()
+            )),
+            Err(w) => Err(format!(
+                "{w} (GET {}/redfish/v1/Systems, basic auth, TLS)\n{}",
+                self.base_url(),
+                self.log_tail()
+            )),
         };
         let _ = go_tx.send(false);
         let _ = poller.join();
@@ -730,13 +734,10 @@ impl Drop for BmcLab {
         if let Some(mut child) = self.libvirtd.take() {
             // SAFETY: kill(2) on our own child's pid; no memory is touched.
             unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            let started = Instant::now();
-            while matches!(child.try_wait(), Ok(None)) && started.elapsed() < Duration::from_secs(5)
-            {
-                std::thread::sleep(Duration::from_millis(50));
+            if crate::command::wait_or_kill(&mut child, Duration::from_secs(5)).is_err() {
+                let _ = child.kill();
+                let _ = child.wait();
             }
-            let _ = child.kill();
-            let _ = child.wait();
         }
         kill_naming(&self.dir.path().display().to_string());
     }

@@ -5,9 +5,11 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harmony::domain::capability::HttpAccess;
+
+use crate::eventually::eventually;
 
 /// A console file's text (empty when it cannot be read), invalid UTF-8 replaced.
 pub fn console_text(path: &Path) -> String {
@@ -136,26 +138,21 @@ pub fn hit<'a>(log: &'a [HttpAccess], method: &str, path: &str) -> Option<&'a Ht
     log.iter().find(|a| a.method == method && a.path == path)
 }
 
-/// Polls `check` every second until it gives a value: `Ok(Some(v))`. `Err` stops at once
-/// (the machine is gone, say); after `timeout`, an error naming `what`.
+/// [`eventually`] until `check` gives a value: `Ok(Some(v))`. `Err` stops at once (the
+/// machine is gone, say); after `timeout`, an error naming `what`.
 pub async fn until<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Option<T>, String>>,
 {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await.map_err(|e| format!("before {what}: {e}"))? {
-            return Ok(v);
-        }
-        if start.elapsed() > timeout {
-            return Err(format!(
-                "{what} did not happen within {} s",
-                timeout.as_secs()
-            ));
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+    // `Some(Err(e))` ends the wait: `check` said it is no use.
+    eventually(timeout, what, || {
+        let polled = check();
+        async move { polled.await.transpose() }
+    })
+    .await
+    .map_err(|w| w.to_string())?
+    .map_err(|e| format!("before {what}: {e}"))
 }
 
 /// Writes the kernel's banner and the images' lines of a console to the test log. Straight to

@@ -79,6 +79,17 @@ impl fmt::Debug for Waited {
 
 impl std::error::Error for Waited {}
 
+/// What a check saw, shown as it is when the wait times out: a check returning
+/// `Err(Seen(text))` rather than `Err(text)` keeps a JSON document or a multi-line output
+/// readable (a `String` would be shown quoted, its quotes and newlines escaped).
+pub struct Seen(pub String);
+
+impl fmt::Debug for Seen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Pauses between polls: [`FIRST_PAUSE`], doubling up to [`MAX_PAUSE`], never past `end`.
 struct Pauses {
     next: Duration,

@@ -8,11 +8,11 @@
 //! Agents dial [`Replicas::agent_url`]; clients talk to each replica directly
 //! ([`Replicas::client`]), as an operator's tools would through per-replica addresses.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harmony::infra::control_plane::ControlPlaneClient;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -190,18 +190,11 @@ impl Haproxy {
             port,
         };
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let started = Instant::now();
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Some(Ok(Some(status))) = proxy.child.as_mut().map(|c| c.try_wait()) {
-                return Err(format!("haproxy exited with {status}:\n{}", proxy.logs()));
-            }
-            if started.elapsed() > HAPROXY_START_TIMEOUT {
-                return Err(format!(
-                    "haproxy not listening on {addr}:\n{}",
-                    proxy.logs()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(child) = proxy.child.as_mut()
+            && let Err(e) =
+                crate::command::wait_listening(child, addr, "haproxy", HAPROXY_START_TIMEOUT)
+        {
+            return Err(format!("{e}:\n{}", proxy.logs()));
         }
         Ok(proxy)
     }

@@ -1,13 +1,15 @@
 //! Multi-region harness: a CA and server certificate made with rcgen, and real control-plane and
 //! agent processes on loopback, each logging to its own file.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harmony::infra::control_plane::ControlPlaneClient;
 use harmony_agent_protocol::SecretString;
+
+use crate::eventually::eventually_blocking;
 
 /// How long a control plane may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -240,21 +242,9 @@ impl ControlPlane {
         let child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
-        self.child = Some(child);
-        let started = Instant::now();
-        while TcpStream::connect(self.addr).is_err() {
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                return Err(format!(
-                    "control plane exited with {status}:\n{}",
-                    self.logs()
-                ));
-            }
-            if started.elapsed() > START_TIMEOUT {
-                return Err(format!("control plane not listening:\n{}", self.logs()));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
+        let child = self.child.insert(child);
+        crate::command::wait_listening(child, self.addr, "the control plane", START_TIMEOUT)
+            .map_err(|e| format!("{e}:\n{}", self.logs()))
     }
 
     /// The process id, while it runs.
@@ -476,20 +466,16 @@ impl Agent {
 
     /// Waits up to `timeout` for the process to exit by itself.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let started = Instant::now();
-        while started.elapsed() < timeout {
+        eventually_blocking(timeout, "the agent to exit", || {
             if let Some(c) = self.child.as_mut()
                 && let Ok(Some(s)) = c.try_wait()
             {
                 self.status = Some(s);
                 self.child = None;
             }
-            if self.status.is_some() {
-                return self.status;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+            self.status
+        })
+        .ok()
     }
 
     /// The log so far.

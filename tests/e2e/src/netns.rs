@@ -7,7 +7,6 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -332,19 +331,5 @@ impl Lab {
             .run(&["ip", "link", "set", &name, "master", "br0"])?;
         self.services.run(&["ip", "link", "set", &name, "up"])?;
         Ok(name)
-    }
-}
-
-/// Polls `check` every 200 ms until it returns `Some` or `timeout` passes.
-pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return Some(v);
-        }
-        if start.elapsed() > timeout {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
     }
 }

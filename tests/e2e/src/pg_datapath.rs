@@ -23,12 +23,12 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub mod replicated;
 
@@ -646,30 +646,11 @@ impl DataPath {
             .stderr(log_err)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", haproxy.display()))?;
-        self.haproxy = Some(child);
+        let haproxy = self.haproxy.insert(child);
 
         let addr = SocketAddr::from(([127, 0, 0, 1], self.haproxy_port));
-        let started = Instant::now();
-        loop {
-            if let Some(c) = self.haproxy.as_mut()
-                && let Ok(Some(status)) = c.try_wait()
-            {
-                return Err(format!(
-                    "haproxy exited with {status} before listening:\n{}",
-                    tail(&log_path)
-                ));
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok() {
-                return Ok(());
-            }
-            if started.elapsed() > HAPROXY_START_TIMEOUT {
-                return Err(format!(
-                    "haproxy not listening on {addr} after {HAPROXY_START_TIMEOUT:?}:\n{}",
-                    tail(&log_path)
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        crate::command::wait_listening(haproxy, addr, "haproxy", HAPROXY_START_TIMEOUT)
+            .map_err(|e| format!("{e}:\n{}", tail(&log_path)))
     }
 
     fn stop_postgres(&mut self) {
@@ -879,21 +860,15 @@ fn run(
     }
     let stdout = reader(child.stdout.take());
     let stderr = reader(child.stderr.take());
-    let started = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() > timeout => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{what} did not finish within {timeout:?} and was killed; stderr: {}",
-                    collect(&stderr)
-                ));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for {what}: {e}")),
+    let status = match crate::command::wait_or_kill(&mut child, timeout) {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            return Err(format!(
+                "{what} did not finish within {timeout:?} and was killed; stderr: {}",
+                collect(&stderr)
+            ));
         }
+        Err(e) => return Err(format!("waiting for {what}: {e}")),
     };
     Ok(Output {
         status,

@@ -13,8 +13,9 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::eventually::eventually_blocking;
 use crate::pg_datapath::{
     PgUser, find_program, free_port, pg_user, set_mode, stage_native, tools_dir,
 };
@@ -237,17 +238,11 @@ impl PgServer {
     /// [`Self::stop`]); crash recovery runs as needed. Stops it first if it runs.
     pub fn restart(&mut self) -> Result<(), String> {
         self.stop()?;
-        let started = Instant::now();
-        loop {
-            match self.pg_ctl_start() {
-                Ok(()) => return Ok(()),
-                // Backends of a killed postmaster may hold its shared memory for a moment.
-                Err(_) if started.elapsed() < RESTART_PATIENCE => {
-                    std::thread::sleep(Duration::from_millis(200));
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        // Backends of a killed postmaster may hold its shared memory for a moment.
+        eventually_blocking(RESTART_PATIENCE, "PostgreSQL to start again", || {
+            self.pg_ctl_start()
+        })
+        .map_err(|w| w.to_string())
     }
 
     /// The last lines of the server log, for failure messages.

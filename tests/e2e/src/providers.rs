@@ -7,8 +7,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use crate::eventually::eventually_blocking;
 use crate::multi_region::free_port;
 
 /// An external provider process; `restart` brings it back on the same port with its instances.
@@ -68,17 +69,13 @@ impl ProviderProcess {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
         self.child = Some(child);
-        let started = Instant::now();
-        while TcpStream::connect(self.addr).is_err() {
-            if started.elapsed() > Duration::from_secs(20) {
-                return Err(format!(
-                    "provider {} not listening on {}",
-                    self.name, self.addr
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(())
+        let addr = self.addr;
+        eventually_blocking(
+            Duration::from_secs(20),
+            format!("provider {} to listen on {addr}", self.name),
+            || TcpStream::connect(addr).map(drop),
+        )
+        .map_err(|w| w.to_string())
     }
 
     /// `http://127.0.0.1:<port>`.

@@ -21,6 +21,7 @@ use harmony_e2e::ApiServer;
 use harmony_e2e::agent_rbac::{
     AgentExec, QuotaControllerStandIn, apply_as_admin, impersonating_kubeconfig,
 };
+use harmony_e2e::eventually::eventually;
 use harmony_modules::region::{
     AGENT_NAME, MANAGED_CLUSTER_ROLE, agent_user, default_rules, rbac_objects,
 };
@@ -30,7 +31,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The agent's namespace (and its ServiceAccount's).
 const NS: &str = "harmony-agent";
@@ -145,24 +146,33 @@ fn ok(res: &Res) {
 /// asynchronously): the agent's Namespace without the managed-by label is refused.
 async fn wait_for_the_guard(s: &Setup) -> String {
     let api: Api<Namespace> = Api::all(s.sa.clone());
-    let started = Instant::now();
-    for i in 0.. {
-        let mut n = Namespace::default();
-        n.metadata.name = Some(format!("unlabelled-{i}"));
-        match api.create(&PostParams::default(), &n).await {
-            Err(kube::Error::Api(e)) if e.code == 403 => return e.message,
-            Err(e) => panic!("creating a namespace as the agent: {e}"),
-            // Not loaded yet (the namespace stays: nothing in the fixture deletes namespaces).
-            Ok(_) => {}
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the ValidatingAdmissionPolicy never took effect:\n{}",
+    let mut i = 0;
+    eventually(
+        Duration::from_secs(60),
+        "the ValidatingAdmissionPolicy to refuse an unlabelled Namespace",
+        || {
+            let mut n = Namespace::default();
+            n.metadata.name = Some(format!("unlabelled-{i}"));
+            i += 1;
+            let api = &api;
+            async move {
+                match api.create(&PostParams::default(), &n).await {
+                    Err(kube::Error::Api(e)) if e.code == 403 => Ok(e.message),
+                    Err(e) => panic!("creating a namespace as the agent: {e}"),
+                    // Not loaded yet (the namespace stays: nothing in the fixture deletes
+                    // namespaces).
+                    Ok(_) => Err("created"),
+                }
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|w| {
+        panic!(
+            "the ValidatingAdmissionPolicy never took effect: {w}\n{}",
             s.server.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    unreachable!()
+        )
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

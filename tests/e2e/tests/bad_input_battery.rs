@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use harmony_types::{
     Dns1123Label, HostName, Id, InvalidValue, IpAddress, Ipv4Cidr, MacAddress, Quantity, RegionId,
@@ -1337,17 +1337,9 @@ fn run_case(case: &Case, cp: &str, listener: &TcpListener) -> Vec<String> {
 /// Waits for the program; one that is still running after two minutes is waiting on something
 /// a bad input should never reach (a network, a prompt), so it is killed and reported.
 fn wait_bounded(mut child: std::process::Child) -> std::process::Output {
-    let started = Instant::now();
-    loop {
-        if child.try_wait().expect("wait for the program").is_some() {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // `None`: it still ran, and was killed; its output says how far it got.
+    harmony_e2e::command::wait_or_kill(&mut child, Duration::from_secs(120))
+        .expect("wait for the program");
     child
         .wait_with_output()
         .expect("collect the program's output")

@@ -7,7 +7,8 @@
 use std::time::{Duration, Instant};
 
 use harmony_e2e::bmc_lab::{BmcLab, BmcLabOptions, BootFirst, available};
-use harmony_e2e::netns::{Netns, wait_for};
+use harmony_e2e::eventually::{eventually, eventually_blocking};
+use harmony_e2e::netns::Netns;
 use harmony_http::reqwest::{self, StatusCode};
 use serde_json::{Value, json};
 
@@ -76,21 +77,28 @@ async fn wait_power(
     power: &str,
 ) -> Duration {
     let started = Instant::now();
-    loop {
-        let seen = lab.domain_state(i);
-        if seen == state {
+    eventually(
+        POWER_TIMEOUT,
+        format!("VM {i} {state:?} with PowerState {power:?}"),
+        || async move {
+            let seen = lab.domain_state(i);
+            if seen != state {
+                return Err(format!("VM {i} is {seen:?}"));
+            }
             let system = get(lab, http, &lab.bmc_url(i)).await;
             if system["PowerState"] == power {
-                return started.elapsed();
+                Ok(())
+            } else {
+                Err(format!(
+                    "VM {i} is {seen:?}, PowerState {}",
+                    system["PowerState"]
+                ))
             }
-        }
-        assert!(
-            started.elapsed() < POWER_TIMEOUT,
-            "VM {i} is {seen:?}, not {state:?} with PowerState {power:?}, after {POWER_TIMEOUT:?}\n{}",
-            lab.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        },
+    )
+    .await
+    .unwrap_or_else(|w| panic!("{w}\n{}", lab.log_tail()));
+    started.elapsed()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -221,20 +229,24 @@ async fn bmc_lab_fixture_runs_vms_on_taps_in_a_network_namespace() {
     reset(&lab, &http, 0, "On").await;
     wait_power(&lab, &http, 0, "running", "On").await;
     // QEMU holds the tap: its carrier is up, and network-first firmware sends DHCP on it.
-    let carrier = wait_for(Duration::from_secs(10), || {
+    let carrier = eventually_blocking(Duration::from_secs(10), "a carrier on tap0", || {
         let out = ns.run(&["cat", "/sys/class/net/tap0/carrier"]).ok()?;
         (String::from_utf8_lossy(&out.stdout).trim() == "1").then_some(())
     });
-    assert!(carrier.is_some(), "tap0 has no carrier\n{}", lab.log_tail());
-    let sent = wait_for(Duration::from_secs(60), || {
-        let out = ns
-            .run(&["cat", "/sys/class/net/tap0/statistics/rx_packets"])
-            .ok()?;
-        let n: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
-        (n > 0).then_some(n)
-    });
+    assert!(carrier.is_ok(), "tap0 has no carrier\n{}", lab.log_tail());
+    let sent = eventually_blocking(
+        Duration::from_secs(60),
+        "a packet from the VM on tap0",
+        || {
+            let out = ns
+                .run(&["cat", "/sys/class/net/tap0/statistics/rx_packets"])
+                .ok()?;
+            let n: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+            (n > 0).then_some(n)
+        },
+    );
     assert!(
-        sent.is_some(),
+        sent.is_ok(),
         "the VM sent nothing on tap0 in a minute\n{}",
         lab.log_tail()
     );

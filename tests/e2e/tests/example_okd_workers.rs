@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use harmony::domain::inventory::{Disk, PhysicalHost};
 use harmony_e2e::ApiServer;
-use harmony_e2e::netns::{Lab, available, wait_for};
+use harmony_e2e::eventually::eventually_blocking;
+use harmony_e2e::netns::{Lab, available};
 use harmony_types::{Id, MacAddress};
 
 const SERVICES: &str = "192.168.50.2";
@@ -141,21 +142,36 @@ fn the_guides_flow_discovery_assign_rules_and_install_disk_without_a_terminal() 
         let ns = lab
             .client(&format!("x{i}"), &host.macs[0].to_string())
             .unwrap();
-        let ip = wait_for(Duration::from_secs(120), || ns.lease(&leases).ok())
-            .unwrap_or_else(|| panic!("{} got no lease from the example's dnsmasq", host.id));
+        let ip = eventually_blocking(
+            Duration::from_secs(120),
+            format!("a DHCP lease for {}", host.id),
+            || ns.lease(&leases),
+        )
+        .unwrap_or_else(|w| panic!("{} got no lease from the example's dnsmasq: {w}", host.id));
         assert!(
             ip.starts_with("192.168.50.2"),
             "a discovery-range address: {ip}"
         );
-        let said = wait_for(Duration::from_secs(60), || {
-            let said = ns.post(&url, &serde_json::to_string(host).unwrap());
-            (!said.starts_with("000")).then_some(said)
-        })
-        .unwrap();
+        let said = eventually_blocking(
+            Duration::from_secs(60),
+            format!("an HTTP answer to {}'s report", host.id),
+            || {
+                let said = ns.post(&url, &serde_json::to_string(host).unwrap());
+                if said.starts_with("000") {
+                    Err(said)
+                } else {
+                    Ok(said)
+                }
+            },
+        )
+        .unwrap_or_else(|w| panic!("{w}"));
         assert!(said.starts_with("201"), "{}: {said}", host.id);
     }
 
-    let done = wait_for(Duration::from_secs(240), || child.try_wait().ok().flatten());
+    let done = eventually_blocking(Duration::from_secs(240), "the example to exit", || {
+        child.try_wait().ok().flatten()
+    })
+    .ok();
     if done.is_none() {
         let _ = child.kill();
     }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use x509_cert::der::Decode;
 
 use harmony_e2e::ApiServer;
-use harmony_e2e::netns::wait_for;
+use harmony_e2e::eventually::eventually_blocking;
 use harmony_e2e::x509::{COMMON_NAME, name_attributes};
 
 /// How long one controller outcome may take (informers start, a few reconcile rounds; two
@@ -50,8 +50,7 @@ fn logs(server: &ApiServer) -> String {
 
 /// Polls `check` until it returns `Some`, or fails the test with `what` and the logs.
 fn eventually<T>(server: &ApiServer, what: &str, check: impl FnMut() -> Option<T>) -> T {
-    wait_for(TIMEOUT, check)
-        .unwrap_or_else(|| panic!("{what}: not within {TIMEOUT:?}\n{}", logs(server)))
+    eventually_blocking(TIMEOUT, what, check).unwrap_or_else(|w| panic!("{w}\n{}", logs(server)))
 }
 
 fn deployment(name: &str, replicas: u32, image: &str, fail: Option<&str>) -> String {

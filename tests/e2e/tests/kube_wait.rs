@@ -265,20 +265,24 @@ async fn a_deployment_already_crash_looping_fails_at_once_on_reapply() {
         .apply(&manifests(), &ApplyOptions::default())
         .await
         .unwrap();
-    let crashing = harmony_e2e::netns::wait_for(Duration::from_secs(120), || {
-        let out = server.kubectl(&[
-            "get",
-            "pods",
-            "-n",
-            ns,
-            "-o",
-            "jsonpath={.items[*].status.containerStatuses[*].state.waiting.reason}",
-        ]);
-        String::from_utf8_lossy(&out.stdout)
-            .contains("CrashLoopBackOff")
-            .then_some(())
-    });
-    assert!(crashing.is_some(), "kwok's crashloop stage never applied");
+    let crashing = harmony_e2e::eventually::eventually_blocking(
+        Duration::from_secs(120),
+        "a pod in CrashLoopBackOff",
+        || {
+            let out = server.kubectl(&[
+                "get",
+                "pods",
+                "-n",
+                ns,
+                "-o",
+                "jsonpath={.items[*].status.containerStatuses[*].state.waiting.reason}",
+            ]);
+            String::from_utf8_lossy(&out.stdout)
+                .contains("CrashLoopBackOff")
+                .then_some(())
+        },
+    );
+    assert!(crashing.is_ok(), "kwok's crashloop stage never applied");
     let k8s = waiting(&server, Duration::from_secs(3_600)).await;
     for _ in 0..3 {
         let failure = k8s

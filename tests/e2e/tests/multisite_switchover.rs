@@ -16,7 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harmony::domain::capability::{ApplyOptions, K8sClient, K8sObject};
 use harmony::domain::{
@@ -25,6 +25,7 @@ use harmony::domain::{
 use harmony::infra::kube::K8sTopology;
 use harmony::infra::multi_site::MultiSiteTopology;
 use harmony_e2e::ApiServer;
+use harmony_e2e::eventually::{Seen, eventually};
 use harmony_e2e::pg_datapath::replicated::Replicated;
 use harmony_modules::postgresql::MultisitePostgreSQLScore;
 
@@ -172,19 +173,20 @@ fn status(s: &Site, fields: Value) {
 
 /// Waits until `spec.replica.primary` on `s` names `site`; returns the `Cluster`.
 async fn wait_primary_named(s: &Site, site: &str) -> Value {
-    let started = Instant::now();
-    loop {
-        let c = cluster(s);
-        if c["spec"]["replica"]["primary"] == format!("finance-db-{site}") {
-            return c;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "{} never named {site}: {c}",
-            s.name
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        PATIENCE,
+        format!("{} to name finance-db-{site} primary", s.name),
+        || async {
+            let c = cluster(s);
+            if c["spec"]["replica"]["primary"] == format!("finance-db-{site}") {
+                Ok(c)
+            } else {
+                Err(Seen(c.to_string()))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|w| panic!("{} never named {site}: {w}", s.name))
 }
 
 /// `spec` without `replica`: what a switchover must leave as it was.
@@ -216,21 +218,22 @@ async fn run<S: Score<Sites> + 'static>(t: Sites, score: S) -> ScoreReport {
 
 /// Waits until the standby has replayed everything the primary wrote.
 async fn caught_up(pg: &Replicated) {
-    let started = Instant::now();
-    loop {
-        let (p, s) = (pg.primary(), 1 - pg.primary());
-        let current = pg.sql(p, "SELECT pg_current_wal_lsn()").unwrap();
-        let replayed = pg.sql(s, "SELECT pg_last_wal_replay_lsn()").unwrap();
-        if current == replayed {
-            return;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "standby never caught up\n{}",
-            pg.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        PATIENCE,
+        "the standby to replay the primary's WAL",
+        || async {
+            let (p, s) = (pg.primary(), 1 - pg.primary());
+            let current = pg.sql(p, "SELECT pg_current_wal_lsn()").unwrap();
+            let replayed = pg.sql(s, "SELECT pg_last_wal_replay_lsn()").unwrap();
+            if current == replayed {
+                Ok(())
+            } else {
+                Err(format!("primary at {current}, standby replayed {replayed}"))
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|w| panic!("standby never caught up: {w}\n{}", pg.logs()));
 }
 
 fn text(report: &ScoreReport) -> String {

@@ -25,7 +25,8 @@ use harmony::domain::{
 use harmony::infra::okd::{BareMetalServices, HAClusterTopology};
 use harmony::types::{HostName, Id, MacAddress};
 use harmony_e2e::ApiServer;
-use harmony_e2e::netns::{Lab, Netns, available, wait_for};
+use harmony_e2e::eventually::eventually_blocking;
+use harmony_e2e::netns::{Lab, Netns, available};
 use harmony_e2e::okd_lab::{HTTP_PORT, LOAD_BALANCER, SERVICES, fake_installation, layout};
 use harmony_modules::okd::{OkdBootstrapRemovalScore, OkdPrepareScore};
 
@@ -245,13 +246,17 @@ async fn once_the_control_plane_is_ready_the_live_frontends_no_longer_reach_the_
     for port in [6443, 22623] {
         let seen = tokio::task::block_in_place(|| {
             let mut seen = BTreeSet::new();
-            wait_for(Duration::from_secs(40), || {
-                seen.extend(reached(ns, port));
-                (seen.len() == 2).then(|| seen.clone())
-            })
+            eventually_blocking(
+                Duration::from_secs(40),
+                format!("{LOAD_BALANCER}:{port} to reach both backends"),
+                || {
+                    seen.extend(reached(ns, port));
+                    (seen.len() == 2).then(|| seen.clone())
+                },
+            )
         });
         assert!(
-            seen.is_some(),
+            seen.is_ok(),
             "{LOAD_BALANCER}:{port} did not reach both the bootstrap host and cp0 within 40 s"
         );
     }
@@ -304,20 +309,31 @@ async fn once_the_control_plane_is_ready_the_live_frontends_no_longer_reach_the_
     let new_pid = daemon.running_pid().expect("haproxy runs after the reload");
     assert_ne!(new_pid, old_pid, "haproxy was not reloaded");
     let old_gone = tokio::task::block_in_place(|| {
-        wait_for(Duration::from_secs(15), || {
-            (!Path::new(&format!("/proc/{old_pid}")).exists()
-                || std::fs::read_to_string(format!("/proc/{old_pid}/stat"))
-                    .is_ok_and(|s| s.contains(") Z ")))
-            .then_some(())
-        })
+        eventually_blocking(
+            Duration::from_secs(15),
+            format!("the old haproxy {old_pid} to exit"),
+            || {
+                (!Path::new(&format!("/proc/{old_pid}")).exists()
+                    || std::fs::read_to_string(format!("/proc/{old_pid}/stat"))
+                        .is_ok_and(|s| s.contains(") Z ")))
+                .then_some(())
+            },
+        )
     });
-    assert!(old_gone.is_some(), "the old haproxy {old_pid} still runs");
+    assert!(old_gone.is_ok(), "the old haproxy {old_pid} still runs");
 
     // After: every connection on both frontends reaches cp0, never the bootstrap host.
     for port in [6443, 22623] {
         let seen: Vec<String> = tokio::task::block_in_place(|| {
             (0..8)
-                .filter_map(|_| wait_for(Duration::from_secs(20), || reached(ns, port)))
+                .filter_map(|_| {
+                    eventually_blocking(
+                        Duration::from_secs(20),
+                        format!("a connection through {LOAD_BALANCER}:{port}"),
+                        || reached(ns, port),
+                    )
+                    .ok()
+                })
                 .collect()
         });
         assert_eq!(

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use harmony::domain::ScoreStatus;
 use harmony::domain::capability::LoadBalancer;
-use harmony_e2e::netns::{available, wait_for};
+use harmony_e2e::eventually::eventually_blocking;
+use harmony_e2e::netns::available;
 use harmony_e2e::okd_lab::{LOAD_BALANCER, OkdLab, worker_inventory};
 use harmony_modules::okd::{OkdPrepareScore, load_balancer_services};
 
@@ -130,20 +131,24 @@ async fn api_frontend_reaches_a_listener_in_its_backend_pool() {
 
     let services = &lab.lab.services;
     let reached = tokio::task::block_in_place(|| {
-        wait_for(Duration::from_secs(30), || {
-            let out = services
-                .command("openssl")
-                .args(["s_client", "-connect", &format!("{LOAD_BALANCER}:6443")])
-                .stdin(Stdio::null())
-                .stderr(Stdio::null())
-                .output()
-                .ok()?;
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.contains("CN = bootstrap-api-e2e").then_some(text)
-        })
+        eventually_blocking(
+            Duration::from_secs(30),
+            format!("a TLS session through {LOAD_BALANCER}:6443 to the bootstrap listener"),
+            || {
+                let out = services
+                    .command("openssl")
+                    .args(["s_client", "-connect", &format!("{LOAD_BALANCER}:6443")])
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::null())
+                    .output()
+                    .ok()?;
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                text.contains("CN = bootstrap-api-e2e").then_some(text)
+            },
+        )
     });
     assert!(
-        reached.is_some(),
+        reached.is_ok(),
         "no TLS session through {LOAD_BALANCER}:6443 reached the bootstrap listener within 30 s"
     );
 
@@ -173,10 +178,14 @@ async fn api_frontend_reaches_a_listener_in_its_backend_pool() {
     let new_pid = daemon.running_pid().expect("haproxy runs after reload");
     assert_ne!(new_pid, pid, "a changed configuration is reloaded");
     let old_gone = tokio::task::block_in_place(|| {
-        wait_for(Duration::from_secs(15), || (!running(pid)).then_some(()))
+        eventually_blocking(
+            Duration::from_secs(15),
+            format!("the old haproxy {pid} to exit"),
+            || (!running(pid)).then_some(()),
+        )
     });
     assert!(
-        old_gone.is_some(),
+        old_gone.is_ok(),
         "the old haproxy (pid {pid}) still runs 15 s after the reload to pid {new_pid}; \
          haproxy processes of {}: {:?}",
         cfg.display(),

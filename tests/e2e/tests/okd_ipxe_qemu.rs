@@ -11,6 +11,7 @@ use harmony::domain::ScoreStatus;
 use harmony::domain::capability::HttpServer;
 use harmony::domain::inventory::HostRole;
 use harmony::types::MacAddress;
+use harmony_e2e::eventually::eventually;
 use harmony_e2e::netns::available;
 use harmony_e2e::okd_lab::{HTTP_PORT, OkdLab, SERVICES, WORKER0, worker_inventory};
 use harmony_modules::okd::{OkdHostsScore, OkdPrepareScore};
@@ -82,21 +83,31 @@ async fn ipxe_firmware_fetches_the_workers_per_mac_script() {
         MacAddress::parse(WORKER0.2).unwrap().to_hyphenated()
     );
     let topology = lab.topology();
-    let mut served = None;
-    for _ in 0..900 {
-        let log = topology.access_log().await.unwrap();
-        if let Some(a) = log.iter().find(|a| a.path == script) {
-            served = Some(a.clone());
-            break;
-        }
-        if let Ok(Some(status)) = qemu.0.try_wait() {
-            panic!(
-                "QEMU exited ({status}) before fetching {script}:\n{}",
-                std::fs::read_to_string(&console).unwrap_or_default()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let served = eventually(
+        Duration::from_secs(180),
+        format!("the machine to fetch {script}"),
+        || {
+            // Read before the log: an exit is reported only if the log does not have the
+            // script, as it would be after.
+            let exited = qemu.0.try_wait().ok().flatten();
+            let (script, console) = (&script, &console);
+            async move {
+                let log = topology.access_log().await.unwrap();
+                if let Some(a) = log.iter().find(|a| a.path == *script) {
+                    return Some(a.clone());
+                }
+                if let Some(status) = exited {
+                    panic!(
+                        "QEMU exited ({status}) before fetching {script}:\n{}",
+                        std::fs::read_to_string(console).unwrap_or_default()
+                    );
+                }
+                None
+            }
+        },
+    )
+    .await
+    .ok();
     drop(qemu);
     let log = topology.access_log().await.unwrap();
     let served = served.unwrap_or_else(|| {

@@ -27,7 +27,7 @@ use kube::{Api, Client, Config};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use x509_cert::der::Decode;
 
 use harmony::domain::capability::cluster_nodes::{
@@ -39,6 +39,7 @@ use harmony::domain::operator::{OperatorHandle, Unattended};
 use harmony::domain::{Inventory, Maestro, RunContext, RunOptions, ScoreReport, ScoreStatus};
 use harmony::infra::okd::{APPROVAL_REASON, BareMetalServices, HAClusterTopology};
 use harmony::types::{HostName, MacAddress};
+use harmony_e2e::eventually::{Seen, eventually};
 use harmony_e2e::okd_lab::{WORKER0, WORKER1, layout, machine};
 use harmony_e2e::x509::{COMMON_NAME, ORGANIZATION, name_attributes as attributes};
 use harmony_e2e::{ApiServer, ApiServerOptions};
@@ -175,39 +176,38 @@ fn logs(server: &ApiServer) -> String {
 }
 
 async fn wait_approved(admin: &Client, name: &str) {
-    let start = Instant::now();
-    while approvals(admin, name).await.is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "CSR {name} was not approved within 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        format!("CSR {name} to be approved"),
+        || async { (!approvals(admin, name).await.is_empty()).then_some(()) },
+    )
+    .await
+    .unwrap_or_else(|w| panic!("CSR {name} was not approved: {w}"));
 }
 
 /// Waits for the real signer to issue `name`'s certificate; checks it names the kubelet of
 /// `node` (CN `system:node:<node>`, O `system:nodes`) and was issued by the fixture's CA, the
 /// controller-manager's `--cluster-signing-cert-file`. Returns the PEM.
 async fn signed_certificate(server: &ApiServer, admin: &Client, name: &str, node: &str) -> Vec<u8> {
-    let start = Instant::now();
-    let pem_bytes = loop {
-        if let Some(pem_bytes) = certificate(admin, name).await {
-            break pem_bytes;
-        }
-        let api: Api<CertificateSigningRequest> = Api::all(admin.clone());
-        let conditions = api
-            .get(name)
-            .await
-            .unwrap()
-            .status
-            .and_then(|s| s.conditions);
-        assert!(
-            start.elapsed() < COMPONENT_TIMEOUT,
-            "CSR {name} got no certificate within {COMPONENT_TIMEOUT:?}; conditions {conditions:#?}\n{}",
-            logs(server)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let pem_bytes = eventually(
+        COMPONENT_TIMEOUT,
+        format!("a certificate for CSR {name}"),
+        || async {
+            if let Some(pem_bytes) = certificate(admin, name).await {
+                return Ok(pem_bytes);
+            }
+            let api: Api<CertificateSigningRequest> = Api::all(admin.clone());
+            let conditions = api
+                .get(name)
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.conditions);
+            Err(Seen(format!("conditions {conditions:#?}")))
+        },
+    )
+    .await
+    .unwrap_or_else(|w| panic!("{w}\n{}", logs(server)));
     let block = pem::parse(&pem_bytes).expect("status.certificate is PEM");
     assert_eq!(block.tag(), "CERTIFICATE", "{name}");
     let cert = x509_cert::Certificate::from_der(block.contents())
@@ -312,8 +312,7 @@ impl Kubelet {
 /// Waits until Node `name` is Ready; returns it.
 async fn wait_node_ready(server: &ApiServer, admin: &Client, name: &str) -> Node {
     let api: Api<Node> = Api::all(admin.clone());
-    let start = Instant::now();
-    loop {
+    eventually(COMPONENT_TIMEOUT, format!("Node {name} Ready"), || async {
         let node = api.get(name).await.unwrap();
         let ready = node
             .status
@@ -321,16 +320,13 @@ async fn wait_node_ready(server: &ApiServer, admin: &Client, name: &str) -> Node
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
         if ready {
-            return node;
+            Ok(node)
+        } else {
+            Err(Seen(format!("{:#?}", node.status)))
         }
-        assert!(
-            start.elapsed() < COMPONENT_TIMEOUT,
-            "Node {name} not Ready within {COMPONENT_TIMEOUT:?}: {:#?}\n{}",
-            node.status,
-            logs(server)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|w| panic!("{w}\n{}", logs(server)))
 }
 
 /// The workers' topology in apply mode on the fixture, worker0 and worker1 bound to machines.
@@ -596,26 +592,28 @@ async fn only_bound_workers_csrs_are_approved_and_signed_until_kwok_makes_them_r
     let out = server.kubectl(&["certificate", "approve", &unnamed]);
     assert!(out.status.success(), "{out:?}");
     let api: Api<CertificateSigningRequest> = Api::all(admin.clone());
-    let start = Instant::now();
-    let failed = loop {
-        let csr = api.get(&unnamed).await.unwrap();
-        let status = csr.status.unwrap_or_default();
-        if let Some(failed) = status
-            .conditions
-            .unwrap_or_default()
-            .into_iter()
-            .find(|c| c.type_ == "Failed" && c.status == "True")
-        {
+    let failed = eventually(
+        COMPONENT_TIMEOUT,
+        format!("the signer to refuse {unnamed}"),
+        || async {
+            let csr = api.get(&unnamed).await.unwrap();
+            let status = csr.status.unwrap_or_default();
+            let failed = status
+                .conditions
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.type_ == "Failed" && c.status == "True")?;
             assert!(status.certificate.is_none(), "{unnamed} was signed");
-            break failed;
-        }
-        assert!(
-            start.elapsed() < COMPONENT_TIMEOUT,
-            "the signer did not refuse {unnamed}\n{}",
+            Some(failed)
+        },
+    )
+    .await
+    .unwrap_or_else(|w| {
+        panic!(
+            "the signer did not refuse {unnamed}: {w}\n{}",
             logs(&server)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        )
+    });
     let message = failed.message.unwrap_or_default();
     assert!(
         message.contains("DNS or IP subjectAltName is required"),

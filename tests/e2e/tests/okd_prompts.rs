@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use harmony::domain::capability::HostInventory;
 use harmony::infra::inventory_sqlite::SqliteInventory;
-use harmony_e2e::netns::{Lab, available, wait_for};
+use harmony_e2e::eventually::eventually_blocking;
+use harmony_e2e::netns::{Lab, available};
 use harmony_e2e::okd_lab::{LOAD_BALANCER, SERVICES, machine};
 
 struct Tmux(String);
@@ -62,11 +63,11 @@ impl Tmux {
     }
 
     fn wait_for_text(&self, text: &str, timeout: Duration) -> String {
-        wait_for(timeout, || {
+        eventually_blocking(timeout, format!("{text:?} on screen"), || {
             let s = self.screen();
             s.contains(text).then_some(s)
         })
-        .unwrap_or_else(|| panic!("{text:?} never appeared on screen:\n{}", self.screen()))
+        .unwrap_or_else(|w| panic!("{w}; never appeared on screen:\n{}", self.screen()))
     }
 }
 
@@ -143,12 +144,12 @@ fn operator_chooses_worker_hosts_and_confirms_the_reboot_in_a_terminal() {
     );
     tmux.keys(&["y", "Enter"]);
 
-    let status = wait_for(Duration::from_secs(60), || {
+    let status = eventually_blocking(Duration::from_secs(60), "the program's exit status", || {
         std::fs::read_to_string(&exit)
             .ok()
             .filter(|s| !s.trim().is_empty())
     })
-    .unwrap_or_else(|| panic!("the program did not finish:\n{}", tmux.screen()));
+    .unwrap_or_else(|w| panic!("the program did not finish: {w}\n{}", tmux.screen()));
     let screen = tmux.screen();
     assert_eq!(status.trim(), "0", "{screen}");
     assert!(screen.contains("success   OKD workers"), "{screen}");
@@ -187,10 +188,12 @@ fn without_a_terminal_or_yes_the_reboot_step_exits_2_naming_yes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let done = wait_for(Duration::from_secs(60), || child.try_wait().ok().flatten());
-    if done.is_none() {
+    let done = eventually_blocking(Duration::from_secs(60), "the program to exit", || {
+        child.try_wait().ok().flatten()
+    });
+    if let Err(w) = done {
         let _ = child.kill();
-        panic!("the program hung without a terminal");
+        panic!("the program hung without a terminal: {w}");
     }
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -224,12 +227,12 @@ fn start_run(lab: &Lab, dir: &Path, inventory: &Path, n: usize) -> (Tmux, std::p
 
 /// Waits for the run to end; its exit status and the final screen.
 fn finish(tmux: &Tmux, exit: &Path) -> (String, String) {
-    let status = wait_for(Duration::from_secs(90), || {
+    let status = eventually_blocking(Duration::from_secs(90), "the program's exit status", || {
         std::fs::read_to_string(exit)
             .ok()
             .filter(|s| !s.trim().is_empty())
     })
-    .unwrap_or_else(|| panic!("the program did not finish:\n{}", tmux.screen()));
+    .unwrap_or_else(|w| panic!("the program did not finish: {w}\n{}", tmux.screen()));
     (status.trim().to_string(), tmux.screen())
 }
 

@@ -10,7 +10,8 @@ use std::time::Duration;
 use harmony::domain::capability::HostInventory;
 use harmony::domain::inventory::{Disk, HostRole, PhysicalHost};
 use harmony::infra::inventory_sqlite::SqliteInventory;
-use harmony_e2e::netns::{Lab, available, wait_for};
+use harmony_e2e::eventually::eventually_blocking;
+use harmony_e2e::netns::{Lab, available};
 use harmony_e2e::okd_lab::{HTTP_PORT, LOAD_BALANCER, SERVICES};
 use harmony_types::{Id, MacAddress};
 
@@ -126,11 +127,19 @@ fn discovered_hosts_get_the_worker_role_by_mac_and_by_size_without_a_terminal() 
     // A report from an address dnsmasq did not lease to it (here: the services address) is
     // refused with 403, nothing recorded.
     let forged = serde_json::to_string(&machine("forged", "52:54:00:77:00:49", 8, 100)).unwrap();
-    let refused = wait_for(Duration::from_secs(60), || {
-        let out = lab.services.post(&url, &forged);
-        (!out.starts_with("000")).then_some(out)
-    })
-    .expect("the discovery endpoint answers");
+    let refused = eventually_blocking(
+        Duration::from_secs(60),
+        "the discovery endpoint to answer",
+        || {
+            let out = lab.services.post(&url, &forged);
+            if out.starts_with("000") {
+                Err(out)
+            } else {
+                Ok(out)
+            }
+        },
+    )
+    .unwrap_or_else(|w| panic!("the discovery endpoint answers: {w}"));
     assert!(
         refused.starts_with("403") && refused.contains("holds no DHCP lease"),
         "{refused}"
@@ -146,8 +155,12 @@ fn discovered_hosts_get_the_worker_role_by_mac_and_by_size_without_a_terminal() 
         let ns = lab
             .client(&format!("m{i}"), &host.macs[0].to_string())
             .unwrap();
-        let ip = wait_for(Duration::from_secs(60), || ns.lease(&leases).ok())
-            .unwrap_or_else(|| panic!("{} got no lease from dnsmasq", host.id));
+        let ip = eventually_blocking(
+            Duration::from_secs(60),
+            format!("a DHCP lease for {}", host.id),
+            || ns.lease(&leases),
+        )
+        .unwrap_or_else(|w| panic!("{} got no lease from dnsmasq: {w}", host.id));
         assert!(
             ip.starts_with("10.77.0.2"),
             "a discovery-range address: {ip}"
@@ -170,10 +183,12 @@ fn discovered_hosts_get_the_worker_role_by_mac_and_by_size_without_a_terminal() 
         }
     }
 
-    let done = wait_for(Duration::from_secs(120), || child.try_wait().ok().flatten());
-    if done.is_none() {
+    let done = eventually_blocking(Duration::from_secs(120), "the program to exit", || {
+        child.try_wait().ok().flatten()
+    });
+    if let Err(w) = done {
         let _ = child.kill();
-        panic!("the program did not finish after the hosts were discovered");
+        panic!("the program did not finish after the hosts were discovered: {w}");
     }
     let out = child.wait_with_output().unwrap();
     let said = text(&out);
@@ -378,8 +393,12 @@ fn identical_machines_reporting_while_a_size_rule_waits_are_never_picked_by_arri
         let ns = lab
             .client(&format!("t{i}"), &host.macs[0].to_string())
             .unwrap();
-        wait_for(Duration::from_secs(60), || ns.lease(&leases).ok())
-            .unwrap_or_else(|| panic!("{} got no lease from dnsmasq", host.id));
+        eventually_blocking(
+            Duration::from_secs(60),
+            format!("a DHCP lease for {}", host.id),
+            || ns.lease(&leases),
+        )
+        .unwrap_or_else(|w| panic!("{} got no lease from dnsmasq: {w}", host.id));
         namespaces.push(ns.name().to_string());
     }
     for (i, host) in machines.iter().enumerate() {
@@ -393,10 +412,12 @@ fn identical_machines_reporting_while_a_size_rule_waits_are_never_picked_by_arri
             std::thread::sleep(Duration::from_secs(5));
         }
     }
-    let done = wait_for(Duration::from_secs(120), || child.try_wait().ok().flatten());
-    if done.is_none() {
+    let done = eventually_blocking(Duration::from_secs(120), "the program to exit", || {
+        child.try_wait().ok().flatten()
+    });
+    if let Err(w) = done {
         let _ = child.kill();
-        panic!("the program did not finish after the machines reported");
+        panic!("the program did not finish after the machines reported: {w}");
     }
     let out = child.wait_with_output().unwrap();
     let said = text(&out);

@@ -6,9 +6,10 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harmony_e2e::ApiServer;
+use harmony_e2e::eventually::eventually;
 use harmony_operator::OperatorConfig;
 use operator_support::{apply_ok, condition, declare_site, get_json, kubectl_ok, start, wait_for};
 
@@ -554,20 +555,20 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
         &dir.path().join("agent.log"),
     )
     .unwrap();
-    let started = Instant::now();
-    while !admin
-        .region("newyork")
-        .await
-        .unwrap()
-        .is_some_and(|r| r.is_healthy())
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "agent not healthy:\n{}",
-            agent.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        "region newyork healthy",
+        || async {
+            admin
+                .region("newyork")
+                .await
+                .unwrap()
+                .is_some_and(|r| r.is_healthy())
+                .then_some(())
+        },
+    )
+    .await
+    .unwrap_or_else(|w| panic!("agent not healthy: {w}\n{}", agent.log()));
     apply_ok(
         &cp,
         "apiVersion: harmony.io/v1alpha1\nkind: Site\nmetadata: {name: site-newyork}\nspec: {region: newyork}\n",

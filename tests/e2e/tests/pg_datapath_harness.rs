@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use harmony_e2e::DataPath;
+use harmony_e2e::eventually::{Seen, eventually_blocking};
 
 /// A Route host as the Score derives it: `<name>-<namespace>.<apps domain of the primary site>`.
 const ROUTE_HOST: &str = "finance-db-tenant-a.apps.site-paris.example.com";
@@ -165,23 +166,24 @@ fn a_host_name_no_route_matches_is_not_routed() {
         dp.logs()
     );
     // haproxy logs the connection (when it closes) as sent to the default backend, no server.
-    let started = std::time::Instant::now();
-    let new_lines = loop {
-        let log = dp.haproxy_log();
-        let new: Vec<String> = log
-            .lines()
-            .skip(haproxy_lines)
-            .map(str::to_string)
-            .collect();
-        if !new.is_empty() {
-            break new;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(10),
-            "haproxy logged no line for the refused connection:\n{log}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let new_lines = eventually_blocking(
+        std::time::Duration::from_secs(10),
+        "a haproxy log line for the refused connection",
+        || {
+            let log = dp.haproxy_log();
+            let new: Vec<String> = log
+                .lines()
+                .skip(haproxy_lines)
+                .map(str::to_string)
+                .collect();
+            if new.is_empty() {
+                Err(Seen(log))
+            } else {
+                Ok(new)
+            }
+        },
+    )
+    .unwrap_or_else(|w| panic!("haproxy logged no line for the refused connection: {w}"));
     assert!(
         new_lines.len() == 1 && new_lines[0].contains(" public_ssl be_no_sni/<NOSRV> "),
         "haproxy should have sent the connection to be_no_sni, which has no server: {new_lines:?}"

@@ -11,6 +11,7 @@ use harmony::domain::capability::{
 };
 use harmony::infra::redfish::{RedfishPower, RedfishSettings};
 use harmony_e2e::bmc_lab::{BmcLab, BmcLabOptions, available};
+use harmony_e2e::eventually::eventually;
 use harmony_types::{BmcAddress, BmcCredentialsSource, MacAddress};
 
 const PASSWORD: &str = "Redfish-s3cret-42";
@@ -79,19 +80,20 @@ fn power(lab: &BmcLab, timeout: Duration) -> RedfishPower {
 }
 
 async fn eventually_state(lab: &BmcLab, i: usize, want: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let state = lab.domain_state(i);
-        if state.trim() == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "VM {i} is {state:?}, not {want:?}\n{}",
-            lab.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        format!("VM {i} {want:?}"),
+        || async {
+            let state = lab.domain_state(i);
+            if state.trim() == want {
+                Ok(())
+            } else {
+                Err(state)
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|w| panic!("{w}\n{}", lab.log_tail()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

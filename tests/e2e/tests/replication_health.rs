@@ -7,7 +7,7 @@
 //! Tools: `bash tests/pg-datapath/install.sh` (tests/setup.sh runs it).
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harmony::domain::capability::ReplicationCredentials;
 use harmony::domain::capability::SecretBytes;
@@ -15,6 +15,7 @@ use harmony::domain::capability::postgresql::{
     Reading, ReplicationReport, SiteObservation, Streaming,
 };
 use harmony::infra::cnpg::replication::{Endpoint, read_sql};
+use harmony_e2e::eventually::{Seen, eventually};
 use harmony_e2e::pg_datapath::replicated::Replicated;
 
 const HOSTS: [&str; 2] = [
@@ -79,22 +80,20 @@ async fn measure(r: &Replicated) -> ReplicationReport {
 /// Measures until the standby streams with 0 bytes of lag; panics with the last report and the
 /// logs after [`CATCH_UP`].
 async fn until_caught_up(r: &Replicated) -> ReplicationReport {
-    let started = Instant::now();
-    loop {
+    eventually(CATCH_UP, "the standby to catch up", || async {
         let report = measure(r).await;
         if report.replicas_ready() {
-            return report;
-        }
-        if started.elapsed() > CATCH_UP {
-            panic!(
-                "the standby did not catch up: {:?}\n{}\n{}",
+            Ok(report)
+        } else {
+            Err(Seen(format!(
+                "{:?}\n{}",
                 report.shortfalls(),
-                report.table().join("\n"),
-                r.logs()
-            );
+                report.table().join("\n")
+            )))
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
+    .unwrap_or_else(|w| panic!("the standby did not catch up: {w}\n{}", r.logs()))
 }
 
 fn sql(r: &Replicated, i: usize, q: &str) -> String {
@@ -142,15 +141,16 @@ async fn a_standby_whose_replay_is_paused_lags_above_zero_and_is_reported_not_st
     );
     until_caught_up(&r).await;
     sql(&r, 1, "SELECT pg_wal_replay_pause()");
-    let started = Instant::now();
-    while sql(&r, 1, "SELECT pg_get_wal_replay_pause_state()") != "paused" {
-        assert!(
-            started.elapsed() < CATCH_UP,
-            "replay never paused\n{}",
-            r.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(CATCH_UP, "replay paused on the standby", || async {
+        let state = sql(&r, 1, "SELECT pg_get_wal_replay_pause_state()");
+        if state == "paused" {
+            Ok(())
+        } else {
+            Err(state)
+        }
+    })
+    .await
+    .unwrap_or_else(|w| panic!("replay never paused: {w}\n{}", r.logs()));
     sql(
         &r,
         0,

@@ -4,6 +4,7 @@ use super::{Db, hash};
 use harmony_control_plane::store::{
     self, Event, Exchange, NewRequest, StoreConfig, Submitted, next_event, now_ms,
 };
+use harmony_e2e::eventually::eventually;
 use std::time::Duration;
 use tokio::sync::broadcast;
 
@@ -197,19 +198,18 @@ async fn postgres_listener_reconnects_after_a_database_crash_and_asks_for_resync
         region: "eu".into(),
         zone: Some("z1".into()),
     };
-    let mut published = false;
-    for _ in 0..50 {
-        if a.publish(&e).await.is_ok() {
-            published = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        published,
-        "publishing after the restart keeps failing\n{}",
-        server.logs()
-    );
+    eventually(
+        Duration::from_secs(5),
+        "a publish after the restart",
+        || a.publish(&e),
+    )
+    .await
+    .unwrap_or_else(|w| {
+        panic!(
+            "publishing after the restart keeps failing: {w}\n{}",
+            server.logs()
+        )
+    });
     assert_eq!(recv_skipping_resync(&mut on_b).await, e);
     // Committed data survived the crash.
     assert!(b.request("before").await.unwrap().is_some());

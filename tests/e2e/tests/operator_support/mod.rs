@@ -7,9 +7,10 @@
 )]
 
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use harmony_e2e::ApiServer;
+use harmony_e2e::eventually::{Seen, eventually_blocking};
 
 /// Runs kubectl, failing the test with its message.
 pub(crate) fn kubectl_ok(server: &ApiServer, args: &[&str]) -> String {
@@ -44,24 +45,18 @@ pub(crate) fn get_json(server: &ApiServer, args: &[&str]) -> Option<Value> {
         .then(|| serde_json::from_slice(&out.stdout).unwrap())
 }
 
-/// Polls `check` until it returns Some, or fails naming `what` with the last value seen.
+/// [`eventually_blocking`] until `check` returns Some, or fails naming `what` with the last
+/// value seen (the check's second value).
 pub(crate) fn wait_for<T>(
     what: &str,
     timeout: Duration,
     mut check: impl FnMut() -> (Option<T>, String),
 ) -> T {
-    let started = Instant::now();
-    loop {
-        let (found, last) = check();
-        if let Some(v) = found {
-            return v;
-        }
-        assert!(
-            started.elapsed() < timeout,
-            "timed out waiting for {what}; last seen: {last}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    eventually_blocking(timeout, what, || match check() {
+        (Some(v), _) => Ok(v),
+        (None, last) => Err(Seen(last)),
+    })
+    .unwrap_or_else(|w| panic!("{w}"))
 }
 
 /// A fixture API server; with `crds`, the real CloudNativePG and Route CRDs (a site).
