@@ -3,7 +3,7 @@
 //! ```text
 //! hello    agent -> cp   {type:"hello", agent_version, region, zone, ops:[...], protocol:1, max_frame_bytes}
 //! welcome  cp -> agent   {type:"welcome", heartbeat_s, identity?, identity_expires_at?, max_frame_bytes}
-//! ping     agent -> cp   {type:"ping", seq, status:{k8s_reachable, detail?}}
+//! ping     agent -> cp   {type:"ping", seq, status:{k8s_reachable, detail?, quotas?}}
 //! req      cp -> agent   {type:"req", id, op, params}
 //! res      agent -> cp   {type:"res", id, ok, result? | error:{code,message}}
 //! progress agent -> cp   {type:"progress", id, stage, detail}
@@ -26,6 +26,7 @@
 mod codec;
 pub mod containment;
 pub mod ops;
+pub mod quota_use;
 pub mod raw;
 pub mod secret;
 pub mod services;
@@ -292,6 +293,10 @@ pub struct AgentStatus {
     /// The cluster's allocatable capacity, summed over its nodes at the last probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocatable: Option<ops::Capacity>,
+    /// The ResourceQuota use of its Harmony-managed project namespaces (`None`: not read yet,
+    /// or an agent from before this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quotas: Option<quota_use::QuotaReport>,
 }
 
 /// `req`: an op for the agent to execute.

@@ -134,6 +134,7 @@ fn seeds() -> Vec<String> {
                     memory_bytes: 48 << 30,
                     pods: 330,
                 }),
+                quotas: None,
             },
         })),
         encode(&Frame::Req(

@@ -12,15 +12,17 @@ pub use dial::{agent_url, tls_config, ws_config};
 
 use harmony::types::{RegionId, ZoneId};
 use harmony_agent_protocol::AgentStatus;
+use harmony_agent_protocol::quota_use::QuotaReport;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::WebSocketStream;
 
 use crate::Config;
 use crate::cluster::Cluster;
 use crate::error::AgentError;
+use crate::exec::quota_use;
 use crate::exec::record_store::RecordStore;
 use crate::exec::{DedupeWindow, Executor};
 use crate::identity::{IdentityStore, StoredIdentity};
@@ -238,6 +240,10 @@ async fn identity_store(
 fn spawn_probe(executor: Arc<Executor>, status: Arc<Mutex<AgentStatus>>, every: Arc<AtomicU64>) {
     tokio::spawn(async move {
         let mut last_ok: Option<bool> = None;
+        // The project namespaces' quota use, read every `REPORT_EVERY` (the last one is kept,
+        // saying why, while the cluster cannot be reached).
+        let mut quotas: Option<QuotaReport> = None;
+        let mut quotas_read: Option<Instant> = None;
         loop {
             let result = executor.probe().await;
             let ok = result.is_ok();
@@ -248,6 +254,18 @@ fn spawn_probe(executor: Arc<Executor>, status: Arc<Mutex<AgentStatus>>, every: 
             } else {
                 None
             };
+            if !ok {
+                quotas = quotas.take().map(|q| {
+                    quota_use::failed(Some(q), "the Kubernetes API server is unreachable".into())
+                });
+            } else if quotas_read.is_none_or(|t| t.elapsed() >= quota_use::REPORT_EVERY) {
+                quotas = Some(
+                    executor
+                        .quota_report(quotas.take(), renewal::now_ms())
+                        .await,
+                );
+                quotas_read = Some(Instant::now());
+            }
             if last_ok != Some(ok) {
                 match &result {
                     Ok(v) => log::info!("Kubernetes API reachable (version {v})"),
@@ -260,6 +278,7 @@ fn spawn_probe(executor: Arc<Executor>, status: Arc<Mutex<AgentStatus>>, every: 
                 s.detail = Some(result.unwrap_or_else(|e| e));
                 s.node_count = nodes.as_ref().map(|n| n.0);
                 s.allocatable = nodes.map(|n| n.1);
+                s.quotas.clone_from(&quotas);
             }
             tokio::time::sleep(Duration::from_millis(every.load(Ordering::Relaxed).max(50))).await;
         }

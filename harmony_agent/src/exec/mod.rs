@@ -15,6 +15,7 @@ pub mod containment;
 pub mod limits;
 pub mod ops;
 pub mod presence;
+pub mod quota_use;
 pub mod record;
 pub mod record_store;
 pub mod resume;

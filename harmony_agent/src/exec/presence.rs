@@ -14,7 +14,7 @@
 
 use harmony_agent_protocol::tenancy::{
     AGENT_MANAGED_CLUSTER_ROLE, AGENT_ROLE_BINDING, LIMIT_RANGE_NAME, MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE, PROJECT_LABEL, ProjectQuota, ProjectScope, QUOTA_NAME, TENANT_LABEL,
+    MANAGED_BY_VALUE, PROJECT_LABEL, ProjectScope, QUOTA_NAME, TENANT_LABEL,
 };
 use harmony_agent_protocol::{ErrorBody, code};
 use k8s_openapi::api::authorization::v1::{
@@ -51,27 +51,9 @@ pub fn labels(scope: &ProjectScope) -> BTreeMap<String, String> {
 }
 
 /// The ResourceQuota's `spec.hard` for a project's quota: cpu -> `requests.cpu`, memory ->
-/// `requests.memory`, storage -> `requests.storage`, objects -> `count/<resource>`.
-pub fn hard(quota: &ProjectQuota) -> BTreeMap<String, String> {
-    let mut hard = BTreeMap::new();
-    let mut put = |k: &str, v: &Option<String>| {
-        if let Some(v) = v {
-            hard.insert(k.to_string(), v.clone());
-        }
-    };
-    put("requests.cpu", &quota.cpu);
-    put("requests.memory", &quota.memory);
-    put("requests.storage", &quota.storage);
-    for (resource, n) in &quota.objects {
-        let key = if resource.starts_with("count/") {
-            resource.clone()
-        } else {
-            format!("count/{resource}")
-        };
-        hard.insert(key, n.to_string());
-    }
-    hard
-}
+/// `requests.memory`, storage -> `requests.storage`, objects -> `count/<resource>` (the
+/// protocol's mapping, which the control plane reads quota use by).
+pub use harmony_agent_protocol::quota_use::hard;
 
 /// The project's ResourceQuota ([`QUOTA_NAME`]).
 pub fn quota_manifest(scope: &ProjectScope) -> Value {
@@ -386,6 +368,7 @@ async fn wait_for_rights(client: &kube::Client, ns: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use harmony_agent_protocol::tenancy::ProjectQuota;
     use k8s_openapi::api::core::v1::ResourceQuotaStatus;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 

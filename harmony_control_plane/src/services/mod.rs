@@ -19,6 +19,7 @@ pub mod requests;
 pub mod scope;
 pub mod sessions;
 pub mod tenancy;
+pub mod tenancy_views;
 pub mod zones;
 
 mod background;

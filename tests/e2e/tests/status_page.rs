@@ -7,6 +7,9 @@
 //! Needs `/usr/bin/chromium` and `tests/e2e/status_page/node_modules` (playwright-core):
 //! `tests/setup.sh` installs both.
 
+#[path = "status_page/tenancy.rs"]
+mod tenancy;
+
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;

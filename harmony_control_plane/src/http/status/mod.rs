@@ -17,6 +17,7 @@
 //! and logout refuse cross-site requests (`Sec-Fetch-Site: cross-site`, or an `Origin` or
 //! `Referer` of another host). The token is never rendered or logged.
 
+pub mod tenancy;
 pub mod view;
 
 #[cfg(test)]
