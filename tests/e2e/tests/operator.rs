@@ -423,7 +423,7 @@ async fn the_control_plane_binary_runs_the_controller() {
     let pki = Pki::new().unwrap();
     let kubeconfig = api.kubeconfig().display().to_string();
     let mut control_plane = ControlPlane::start(
-        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-control-plane")),
+        harmony_e2e::bins!().control_plane(),
         &pki,
         ControlPlaneOptions {
             extra_args: vec![
@@ -522,7 +522,7 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
     // credentials for it.
     let pki = Pki::new().unwrap();
     let control_plane = ControlPlane::start(
-        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-control-plane")),
+        harmony_e2e::bins!().control_plane(),
         &pki,
         ControlPlaneOptions::default(),
     )
@@ -540,7 +540,7 @@ async fn a_replica_site_reached_only_through_its_region_agent_is_reconciled_and_
     let token_file = dir.path().join("bootstrap-token");
     std::fs::write(&token_file, created.bootstrap_token.expose()).unwrap();
     let mut agent = Agent::start(
-        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-agent")),
+        harmony_e2e::bins!().agent(),
         &AgentOptions {
             bootstrap_token_file: Some(token_file),
             ..AgentOptions::new(
@@ -672,7 +672,7 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
 
     let pki = Pki::new().unwrap();
     let control_plane = ControlPlane::start(
-        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-control-plane")),
+        harmony_e2e::bins!().control_plane(),
         &pki,
         ControlPlaneOptions::default(),
     )
@@ -730,7 +730,7 @@ async fn a_region_agent_resource_rolls_out_the_agent_until_the_region_is_healthy
     .unwrap();
     std::fs::write(dir.path().join("token"), &token).unwrap();
     let mut agent = Agent::start(
-        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-agent")),
+        harmony_e2e::bins!().agent(),
         &AgentOptions {
             bootstrap_token_file: Some(dir.path().join("token")),
             ..AgentOptions::new(
