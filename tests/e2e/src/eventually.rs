@@ -90,26 +90,40 @@ impl fmt::Debug for Seen {
     }
 }
 
-/// Pauses between polls: [`FIRST_PAUSE`], doubling up to [`MAX_PAUSE`], never past `end`.
-struct Pauses {
-    next: Duration,
+/// The polls of one wait: counts them and paces them ([`FIRST_PAUSE`], doubling up to
+/// [`MAX_PAUSE`], never past the deadline).
+struct Attempts {
+    deadline: Duration,
     end: Instant,
+    next: Duration,
+    polls: u32,
 }
 
-impl Pauses {
-    fn until(end: Instant) -> Self {
+impl Attempts {
+    fn new(deadline: Duration) -> Self {
         Self {
+            deadline,
+            end: Instant::now() + deadline,
             next: FIRST_PAUSE,
-            end,
+            polls: 0,
         }
     }
 
-    /// The next pause, or `None` when the deadline has passed.
-    fn next(&mut self) -> Option<Duration> {
-        let left = self.end.checked_duration_since(Instant::now())?;
+    /// After a poll that saw `last`: the pause before the next one, or the [`Waited`] that ends
+    /// the wait when the deadline has passed.
+    fn after(&mut self, last: String, what: &impl fmt::Display) -> Result<Duration, Waited> {
+        self.polls += 1;
+        let Some(left) = self.end.checked_duration_since(Instant::now()) else {
+            return Err(Waited {
+                what: what.to_string(),
+                deadline: self.deadline,
+                last,
+                polls: self.polls,
+            });
+        };
         let pause = self.next.min(left);
         self.next = (self.next * 2).min(MAX_PAUSE);
-        Some(pause)
+        Ok(pause)
     }
 }
 
@@ -125,24 +139,11 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = P>,
 {
-    let mut pauses = Pauses::until(Instant::now() + deadline);
-    let mut polls = 0;
+    let mut attempts = Attempts::new(deadline);
     loop {
-        polls += 1;
-        let last = match check().await.into_poll() {
+        match check().await.into_poll() {
             Ok(v) => return Ok(v),
-            Err(last) => last,
-        };
-        match pauses.next() {
-            Some(pause) => tokio::time::sleep(pause).await,
-            None => {
-                return Err(Waited {
-                    what: what.to_string(),
-                    deadline,
-                    last,
-                    polls,
-                });
-            }
+            Err(last) => tokio::time::sleep(attempts.after(last, &what)?).await,
         }
     }
 }
@@ -157,24 +158,11 @@ where
     P: Poll<T>,
     F: FnMut() -> P,
 {
-    let mut pauses = Pauses::until(Instant::now() + deadline);
-    let mut polls = 0;
+    let mut attempts = Attempts::new(deadline);
     loop {
-        polls += 1;
-        let last = match check().into_poll() {
+        match check().into_poll() {
             Ok(v) => return Ok(v),
-            Err(last) => last,
-        };
-        match pauses.next() {
-            Some(pause) => std::thread::sleep(pause),
-            None => {
-                return Err(Waited {
-                    what: what.to_string(),
-                    deadline,
-                    last,
-                    polls,
-                });
-            }
+            Err(last) => std::thread::sleep(attempts.after(last, &what)?),
         }
     }
 }
@@ -236,15 +224,16 @@ mod tests {
 
     #[test]
     fn pauses_double_up_to_the_cap_and_stop_at_the_deadline() {
-        let mut p = Pauses::until(Instant::now() + Duration::from_secs(60));
-        let seen: Vec<_> = (0..6).map(|_| p.next().unwrap()).collect();
+        let mut a = Attempts::new(Duration::from_secs(60));
+        let seen: Vec<_> = (0..6)
+            .map(|_| a.after(String::new(), &"x").unwrap())
+            .collect();
         assert_eq!(seen[0], FIRST_PAUSE);
         assert_eq!(seen[1], FIRST_PAUSE * 2);
         assert_eq!(seen[5], MAX_PAUSE);
-        assert!(
-            Pauses::until(Instant::now())
-                .next()
-                .is_none_or(|d| d.is_zero())
-        );
+        let mut late = Attempts::new(Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(2));
+        let w = late.after("seen".into(), &"x").unwrap_err();
+        assert_eq!((w.polls, w.last.as_str()), (1, "seen"));
     }
 }
