@@ -50,7 +50,8 @@ if ((${#okd_missing[@]})); then apt-get update -qq && DEBIAN_FRONTEND=noninterac
 [[ -x /usr/bin/chromium ]] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 command -v npm >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; }
 status_page="$(dirname "$0")/e2e/status_page"
-if [[ ! -f "$status_page/node_modules/playwright-core/package.json" ]] \
-    || ! grep -q "\"version\": \"$(sed -nE 's/.*"playwright-core": "([^"]+)".*/\1/p' "$status_page/package.json")\"" "$status_page/node_modules/playwright-core/package.json"; then
+# playwright-core drives it; axe-core checks its accessibility. Reinstalled when either's pin moved.
+pinned() { grep -q "\"version\": \"$(sed -nE "s/.*\"$1\": \"([^\"]+)\".*/\\1/p" "$status_page/package.json")\"" "$status_page/node_modules/$1/package.json" 2>/dev/null; }
+if ! pinned playwright-core || ! pinned axe-core; then
     (cd "$status_page" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi

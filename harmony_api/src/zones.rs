@@ -64,6 +64,10 @@ pub struct ZoneView {
     /// Whether the zone was decommissioned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decommissioned: Option<bool>,
+    /// When it was decommissioned (its region's date when the whole region was), ms since the
+    /// Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decommissioned_at: Option<i64>,
     /// Whether its agent exchanged its bootstrap token for an identity (not revoked since): a
     /// new bootstrap token for this zone is refused (409) while it holds one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,6 +90,7 @@ impl ZoneView {
             pending_requests: None,
             replica: None,
             decommissioned: None,
+            decommissioned_at: None,
             bootstrapped: None,
         }
     }
@@ -133,6 +138,7 @@ mod tests {
             pending_requests: Some(0),
             replica: Some("r1".into()),
             decommissioned: Some(false),
+            decommissioned_at: None,
             bootstrapped: Some(true),
         };
         let shown = serde_json::to_value(admin.public()).unwrap();

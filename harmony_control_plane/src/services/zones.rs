@@ -173,6 +173,7 @@ pub fn describe_zone(z: &ZoneRecord, snap: &Snapshot, now: i64, policy: &HealthP
             .filter(|s| live && s.connected)
             .map(|s| s.replica.clone()),
         decommissioned: Some(!live),
+        decommissioned_at: z.decommissioned_at,
         bootstrapped: Some(z.has_identity),
     }
 }

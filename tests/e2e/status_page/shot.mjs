@@ -108,6 +108,7 @@ try {
       filters,
       who: text(document.querySelector("#who")),
       scripts: document.scripts.length,
+      common_ops: [...document.querySelectorAll("#ops-summary [data-op]")].map((li) => li.dataset.op),
       empty: text(document.querySelector("#zones td.empty")),
     };
   });

@@ -17,7 +17,10 @@ use std::time::Duration;
 
 use harmony_e2e::eventually::eventually;
 use harmony_e2e::multi_region::{Agent, ControlPlaneOptions};
-use harmony_e2e::world::{World, WorldOptions};
+use harmony_e2e::world::{Plane, World, WorldOptions};
+
+#[path = "status_page/live.rs"]
+mod live;
 
 const WAIT: Duration = Duration::from_secs(60);
 const ADMIN_COLUMNS: [&str; 7] = [
@@ -39,13 +42,19 @@ struct StatusWorld {
 
 impl StatusWorld {
     /// `eu-west`/`paris-1` healthy with its agent, `us-east`/`nyc-1` never connected with two
-    /// requests queued.
+    /// requests queued; on SQLite.
     async fn new() -> Self {
+        Self::on(Plane::Sqlite).await
+    }
+
+    /// [`StatusWorld::new`] on the store `plane` says.
+    async fn on(plane: Plane) -> Self {
         // Generous health thresholds: a busy machine must not turn the healthy region
         // unhealthy between the page and the API's answer the test compares it with.
         let world = World::start(
             harmony_e2e::bins!(),
             WorldOptions {
+                plane,
                 control_plane: ControlPlaneOptions {
                     unhealthy_after_ms: 15_000,
                     unavailable_after_ms: 30_000,
@@ -150,54 +159,68 @@ impl StatusWorld {
         filter: Option<&str>,
         revoke: Option<&str>,
     ) -> Value {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("status_page/shot.mjs");
-        let modules = script
-            .with_file_name("node_modules")
-            .join("playwright-core");
-        assert!(
-            modules.exists(),
-            "{} is missing: run tests/setup.sh (it installs playwright-core and chromium)",
-            modules.display()
-        );
-        let out = shots_dir();
+        let mut env = vec![
+            ("STATUS_TOKEN", token.to_string()),
+            ("STATUS_NAME", name.to_string()),
+        ];
+        if let Some(f) = filter {
+            env.push(("STATUS_FILTER", f.to_string()));
+        }
+        if let Some(path) = revoke {
+            env.push(("STATUS_REVOKE_URL", format!("{}{path}", self.world.url())));
+            env.push(("STATUS_ADMIN_TOKEN", self.world.admin_token().to_string()));
+        }
+        let result = self.node("shot.mjs", "STATUS_PAGE_RESULT", env).await;
+        println!("status page screenshot ({name}): {}", result["screenshot"]);
+        result
+    }
+
+    /// Runs `status_page/<script>` with `env` (and `STATUS_URL`, `STATUS_OUT`); the JSON on its
+    /// stdout line starting with `<marker> `.
+    async fn node(&self, script: &str, marker: &str, env: Vec<(&str, String)>) -> Value {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("status_page")
+            .join(script);
+        let modules = script.with_file_name("node_modules");
+        for package in ["playwright-core", "axe-core"] {
+            assert!(
+                modules.join(package).exists(),
+                "{} is missing: run tests/setup.sh (it installs the npm packages and chromium)",
+                modules.join(package).display()
+            );
+        }
         let mut cmd = Command::new("node");
         cmd.arg(&script)
             .env("STATUS_URL", self.world.url())
-            .env("STATUS_TOKEN", token)
-            .env("STATUS_OUT", &out)
-            .env("STATUS_NAME", name)
-            .env("HOME", self.world.dir.path());
-        if let Some(f) = filter {
-            cmd.env("STATUS_FILTER", f);
-        }
-        if let Some(path) = revoke {
-            cmd.env("STATUS_REVOKE_URL", format!("{}{path}", self.world.url()))
-                .env("STATUS_ADMIN_TOKEN", self.world.admin_token())
-                // Node's own fetch, to the control plane signed by the test's CA.
-                .env("NODE_TLS_REJECT_UNAUTHORIZED", "0");
-        }
+            .env("STATUS_OUT", shots_dir())
+            .env("HOME", self.world.dir.path())
+            // Node's own fetch, to the control plane signed by the test's CA.
+            .env("NODE_TLS_REJECT_UNAUTHORIZED", "0")
+            .envs(env);
         let output = tokio::task::spawn_blocking(move || cmd.output())
             .await
             .unwrap()
             .unwrap_or_else(|e| panic!("cannot run node {}: {e}", script.display()));
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
+        let name = script.file_name().unwrap().to_string_lossy();
         let line = stdout
             .lines()
-            .find_map(|l| l.strip_prefix("STATUS_PAGE_RESULT "))
+            .find_map(|l| l.strip_prefix(&format!("{marker} ")))
             .unwrap_or_else(|| {
                 panic!(
-                    "shot.mjs gave no result ({}):\n{stdout}\n{stderr}\ncontrol plane log:\n{}",
+                    "{name} gave no result ({}):\n{stdout}\n{stderr}\ncontrol plane log:\n{}",
                     output.status,
                     self.world.cp().logs()
                 )
             });
-        for l in stderr.lines().filter(|l| l.starts_with("shot.mjs: ")) {
-            eprintln!("{name}: {l}");
+        for l in stderr
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}: ")))
+        {
+            eprintln!("{l}");
         }
-        let result: Value = serde_json::from_str(line).unwrap();
-        println!("status page screenshot ({name}): {}", result["screenshot"]);
-        result
+        serde_json::from_str(line).unwrap()
     }
 }
 
@@ -300,7 +323,30 @@ fn assert_rows_match(page: &Value, before: &Value, after: &Value, admin: bool) {
             "{at}"
         );
         assert_eq!(row["agent_version"], shown(&zone["agent_version"]), "{at}");
-        assert_eq!(row["ops"], shown(&zone["ops"]), "{at}");
+        // Ops collapsed: the set most agents offer is listed once above the table.
+        let ops = zone["ops"].as_array().cloned().unwrap_or_default();
+        let mut sorted: Vec<_> = ops.iter().filter_map(Value::as_str).collect();
+        sorted.sort();
+        let common: Vec<_> = page["common_ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let want = match () {
+            _ if ops.is_empty() => "—",
+            _ if sorted == common => "common set",
+            _ => "",
+        };
+        if want.is_empty() {
+            assert!(
+                row["ops"].as_str().unwrap().starts_with("adds:")
+                    || row["ops"].as_str().unwrap().starts_with("lacks:"),
+                "{at}: {row}"
+            );
+        } else {
+            assert_eq!(row["ops"], want, "{at}: common {common:?}");
+        }
         assert_eq!(row["replica"], shown(&zone["replica"]), "{at}");
         let before_zone = api_zones(region_of(before, name))
             .into_iter()
@@ -353,7 +399,10 @@ async fn the_status_page_in_chromium_shows_what_the_api_answers() {
 
     assert_eq!(page["login_url"], "/status/login", "{page:#}");
     assert_eq!(page["who"], "admin");
-    assert_eq!(page["scripts"], 0, "the page runs no JavaScript");
+    assert_eq!(
+        page["scripts"], 1,
+        "the page runs its own script only (/status/live.js)"
+    );
     let mut cols = vec!["region", "zone", "health"];
     cols.extend(ADMIN_COLUMNS);
     assert_eq!(header_cols(&page), cols);
@@ -484,6 +533,32 @@ async fn a_tenants_status_page_shows_no_admin_fields() {
         )
         .await;
     assert_eq!(status, 201, "{tenant}");
+    // A project with a quota in eu-west: a tenant's page shows only the regions where it has
+    // one (us-east is not on it).
+    let quota = json!({"cpu": "2"});
+    for (method, path, body, want) in [
+        (
+            "PUT",
+            "/v1/admin/tenants/acme/caps/eu-west",
+            quota.clone(),
+            200,
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/acme/projects",
+            json!({"project": "web"}),
+            201,
+        ),
+        (
+            "PUT",
+            "/v1/admin/tenants/acme/projects/web/quotas/eu-west",
+            quota,
+            200,
+        ),
+    ] {
+        let (status, answer) = w.call(method, path, &admin, Some(body)).await;
+        assert_eq!(status, want, "{method} {path}: {answer}");
+    }
     let mint = || async {
         let (status, minted) = w
             .call(
@@ -521,8 +596,17 @@ async fn a_tenants_status_page_shows_no_admin_fields() {
 
     assert_eq!(page["who"], "tenant acme");
     assert_eq!(header_cols(&page), ["region", "zone", "health"]);
-    assert_rows_match(&page, &before, &after, false);
+    let eu_west = |list: &Value| {
+        let mut list = list.clone();
+        list["regions"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|r| r["region"] == "eu-west");
+        list
+    };
+    assert_rows_match(&page, &eu_west(&before), &eu_west(&after), false);
     let html = page["html"].as_str().unwrap();
+    assert!(!html.contains("nyc-1"), "a region without acme's project");
     assert!(!html.contains(&token), "the page shows the token");
     // No admin value anywhere in the page: agent version, ops, replica, heartbeat.
     let eu = region_of(&admin_view, "eu-west");

@@ -1,8 +1,11 @@
-//! The status page: server-rendered HTML (askama, no JavaScript) showing every region and zone
-//! with its health, for the same token scopes as the API.
+//! The status page: server-rendered HTML (askama) showing every region and zone with its
+//! health, for the same token scopes as the API, kept up to date in place by its own script
+//! over server-sent events ([`live`]; without scripts it reloads itself instead).
 //!
 //! ```text
 //! GET  /status[?health=healthy|unhealthy|unavailable]  -> 200 text/html (400 for another health)
+//! GET  /status/events[?health=...]                     -> text/event-stream (see [`live`])
+//! GET  /status/live.js                                 -> the page's script
 //! GET  /status/login                                   -> 200 the login form
 //! POST /status/login   token=<API token> (form)        -> 303 /status + session cookie
 //!                                                         (401 form again for a wrong token)
@@ -17,6 +20,8 @@
 //! and logout refuse cross-site requests (`Sec-Fetch-Site: cross-site`, or an `Origin` or
 //! `Referer` of another host). The token is never rendered or logged.
 
+pub mod live;
+pub mod ops;
 pub mod tenancy;
 pub mod view;
 
@@ -36,7 +41,7 @@ use serde::Deserialize;
 
 use super::caller::Caller;
 use super::{AppState, Failure, bearer, caller_for};
-use crate::services::{page_sessions, regions};
+use crate::services::page_sessions;
 use crate::store::now_ms;
 use view::{LoginPage, MessagePage};
 
@@ -55,6 +60,8 @@ pub const COOKIE_MAX_AGE_S: u64 = page_sessions::SESSION_TTL.as_secs();
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route(PAGE_PATH, get(page))
+        .route(live::EVENTS_PATH, get(live::events))
+        .route(live::SCRIPT_PATH, get(live::script))
         .route(LOGIN_PATH, get(login_form).post(login))
         .route(LOGOUT_PATH, post(logout))
 }
@@ -171,11 +178,8 @@ async fn page(State(s): State<AppState>, caller: Caller, Query(q): Query<PageQue
             return message_page(StatusCode::BAD_REQUEST, "Unknown health filter", message);
         }
     };
-    match regions::list(&s.cp).await {
-        Ok(list) => {
-            let page = view::build(&list, &caller, filter, now_ms());
-            render(StatusCode::OK, page.render())
-        }
+    match view::load(&s.cp, &caller, filter, now_ms()).await {
+        Ok(page) => render(StatusCode::OK, page.render()),
         Err(e) => message_page(
             StatusCode::INTERNAL_SERVER_ERROR,
             "Regions unavailable",
@@ -300,7 +304,8 @@ fn message_page(status: StatusCode, title: &str, message: String) -> Response {
     render(status, page.render())
 }
 
-/// An HTML answer; no script may run (Content-Security-Policy), nothing is cached.
+/// An HTML answer; no script but the page's own may run (Content-Security-Policy), nothing is
+/// cached.
 fn render(status: StatusCode, html: Result<String, askama::Error>) -> Response {
     let mut r = match html {
         Ok(body) => (
@@ -324,7 +329,7 @@ fn secure_headers(h: &mut HeaderMap) {
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         ),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -4,52 +4,19 @@
 use askama::Template;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use harmony_api::{Health, RegionView, ZoneView};
+use harmony_api::{Health, RegionView};
 
+use super::view::tests::{region_of, zone};
 use super::view::{self, Stamp};
 use crate::http::caller::Caller;
 use crate::services::{regions, tenancy};
 
 const NOW: i64 = 1_700_000_000_000;
 
-fn region(name: &str, zone: &str, health: Health, heartbeat: Option<i64>) -> RegionView {
-    RegionView {
-        region: name.into(),
-        zone: zone.into(),
-        zones: vec![ZoneView {
-            zone: zone.into(),
-            health,
-            health_reason: Some(format!("reason-of-{name}")),
-            connected: Some(heartbeat.is_some()),
-            last_heartbeat: heartbeat,
-            agent_version: heartbeat.map(|_| "9.8.7-agentver".into()),
-            ops: heartbeat.map(|_| vec!["apply_manifests".into(), "get_inventory".into()]),
-            node_count: None,
-            capacity: None,
-            pending_requests: Some(if heartbeat.is_some() { 0 } else { 4 }),
-            replica: heartbeat.map(|_| "replica-xyz".into()),
-            decommissioned: None,
-            bootstrapped: None,
-        }],
-        created_at: 1,
-        bootstrapped: heartbeat.is_some(),
-        decommissioned: false,
-        health,
-        health_reason: format!("reason-of-{name}"),
-        connected: heartbeat.is_some(),
-        connected_at: heartbeat,
-        last_heartbeat: heartbeat,
-        agent_version: heartbeat.map(|_| "9.8.7-agentver".into()),
-        ops: heartbeat
-            .map(|_| vec!["apply_manifests".into(), "get_inventory".into()])
-            .unwrap_or_default(),
-        k8s_reachable: heartbeat.is_some(),
-        pending_requests: if heartbeat.is_some() { 0 } else { 4 },
-        services: vec![],
-        advertised_services: vec![],
-        max_frame_bytes: None,
-        replica: heartbeat.map(|_| "replica-xyz".into()),
-    }
+fn region(name: &str, zone_name: &str, health: Health, heartbeat: Option<i64>) -> RegionView {
+    let mut z = zone(zone_name, health, heartbeat);
+    z.health_reason = Some(format!("reason-of-{name}"));
+    region_of(name, vec![z])
 }
 
 fn regions_fixture() -> Vec<RegionView> {
@@ -81,7 +48,7 @@ fn an_admin_sees_every_zone_with_heartbeat_in_flight_and_agent_columns() {
     let page = view::build(&regions_fixture(), &Caller::Admin, None, NOW);
     assert!(page.admin);
     let order: Vec<_> = page.rows.iter().map(|r| r.region.as_str()).collect();
-    assert_eq!(order, ["eu-west", "us-east"], "rows sorted by region");
+    assert_eq!(order, ["us-east", "eu-west"], "the unavailable zone first");
     let html = page.render().unwrap();
     for s in ADMIN_ONLY {
         assert!(
@@ -97,7 +64,21 @@ fn an_admin_sees_every_zone_with_heartbeat_in_flight_and_agent_columns() {
         "the unavailable region's queued requests: {html}"
     );
     assert!(html.contains("Signed in as <strong id=\"who\">admin</strong>"));
-    assert!(!html.contains("<script"), "no JavaScript on the page");
+    assert_eq!(
+        html.matches("<script").count(),
+        1,
+        "one script, the page's own: {html}"
+    );
+    assert!(html.contains("<script src=\"/status/live.js\" defer></script>"));
+    assert!(
+        html.contains("<noscript><meta http-equiv=\"refresh\" content=\"15\"></noscript>"),
+        "the reload only without scripts: {html}"
+    );
+}
+
+/// How many columns `caller`'s table has.
+fn page_columns(caller: &Caller) -> usize {
+    view::build(&regions_fixture(), caller, None, NOW).columns
 }
 
 #[test]
@@ -125,7 +106,9 @@ fn a_tenant_page_has_no_admin_column_headers_or_values() {
         );
     }
     assert!(html.contains("tenant acme"));
-    assert_eq!(html.matches("<th ").count(), 3, "three columns: {html}");
+    let headers = html.matches("<th scope=\"col\"").count();
+    assert_eq!(headers, page_columns(&caller), "{html}");
+    assert!(headers < page_columns(&Caller::Admin));
 }
 
 #[test]
@@ -164,7 +147,11 @@ fn the_health_filter_keeps_matching_zones_and_counts_each_health() {
     );
     let html = none.render().unwrap();
     assert!(html.contains("No zone is unhealthy."), "{html}");
-    assert!(html.contains("colspan=\"10\""), "{html}");
+    let colspan = format!("colspan=\"{}\"", html.matches("<th scope=\"col\"").count());
+    assert!(
+        html.contains(&colspan),
+        "the message spans the table: {html}"
+    );
 }
 
 #[test]

@@ -1,14 +1,28 @@
-//! The status page's view model: one row per region and zone, built from the API's
-//! [`RegionView`]s for one [`Caller`]. A tenant's rows carry no admin cells at all, so the
-//! templates cannot render them (nothing is hidden with CSS).
+//! The status page's view model: one row per live zone, most severe first, and the
+//! decommissioned zones apart, built from the API's [`RegionView`]s for one [`Caller`]. A
+//! tenant's rows carry no admin cells at all, so the templates cannot render them (nothing is
+//! hidden with CSS). [`load`] reads what the page shows through the services; the page and its
+//! live updates ([`super::live`]) both build from it, so they always agree.
+//!
+//! Adding to the page: per-zone data goes in a field of [`StatusRow`] (rendered by
+//! `templates/status_row.html`, which the page and the live updates share); a section goes in a
+//! `{% block %}` of `templates/status.html` listed in [`LIVE_SECTIONS`] to be updated live.
 
 use askama::Template;
 use harmony_api::{Health, RegionView};
 
+use super::ops::{self, OpsCell, OpsSummary};
 use crate::http::caller::Caller;
+use crate::services::ControlPlane;
+use crate::services::regions::{self, RegionError};
 
-/// How often the page reloads itself (`<meta http-equiv=refresh>`), in seconds.
+/// How often the page reloads itself without JavaScript (`<noscript><meta http-equiv=refresh>`),
+/// in seconds.
 pub const REFRESH_S: u32 = 15;
+
+/// The `{% block %}`s of `status.html` the live updates re-render and send when they change
+/// (each inside an element with `data-live="<name>"`).
+pub const LIVE_SECTIONS: [&str; 4] = ["filters", "summary", "retired", "tenancy"];
 
 /// The health values the page filters by, in display order.
 pub const HEALTHS: [Health; 3] = [Health::Healthy, Health::Unhealthy, Health::Unavailable];
@@ -37,6 +51,10 @@ pub struct ZoneFacts {
     pub capacity: Option<String>,
     /// The control-plane replica holding its agent's connection.
     pub replica: Option<String>,
+    /// When it was decommissioned (`Some` for a decommissioned zone), ms since the Unix epoch.
+    pub decommissioned_at: Option<i64>,
+    /// Whether it (or its whole region) was decommissioned.
+    pub decommissioned: bool,
 }
 
 /// The zones of `r`, one row each (first zone first), from the per-zone views the API gives.
@@ -54,6 +72,8 @@ pub fn zones_of(r: &RegionView) -> Vec<ZoneFacts> {
             node_count: z.node_count.map(u64::from),
             capacity: z.capacity.as_ref().map(capacity_text),
             replica: z.replica.clone(),
+            decommissioned_at: z.decommissioned_at,
+            decommissioned: r.decommissioned || z.decommissioned == Some(true),
         })
         .collect()
 }
@@ -128,8 +148,8 @@ pub struct AdminCells {
     pub pending_requests: usize,
     /// Agent version, `—` when unknown.
     pub agent_version: String,
-    /// Ops, comma-separated, `—` when none.
-    pub ops: String,
+    /// Ops, against the set most agents advertise.
+    pub ops: OpsCell,
     /// Node count, `—` when unknown.
     pub node_count: String,
     /// Capacity, `—` when unknown.
@@ -138,19 +158,35 @@ pub struct AdminCells {
     pub replica: String,
 }
 
-/// One row of the table: a zone of a region.
+/// One row of the table: a live zone of a region.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusRow {
+    /// `region/zone`: identifies the row across live updates.
+    pub key: String,
     /// The region.
     pub region: String,
     /// The region's health.
     pub region_health: Health,
+    /// Why the region's health is not this zone's (`region healthy: 1 of 2 zones healthy`);
+    /// `None` when they are the same.
+    pub region_note: Option<String>,
     /// The zone.
     pub zone: String,
     /// The zone's health.
     pub health: Health,
     /// Admin-only cells; `None` for a tenant.
     pub admin: Option<AdminCells>,
+}
+
+/// A decommissioned zone (admin only): no health, no capacity, only when it left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetiredRow {
+    /// The region.
+    pub region: String,
+    /// The zone.
+    pub zone: String,
+    /// When it was decommissioned, when the store knows.
+    pub at: Option<Stamp>,
 }
 
 /// A link to one health filter.
@@ -160,7 +196,7 @@ pub struct FilterLink {
     pub label: String,
     /// `/status` or `/status?health=...`.
     pub href: String,
-    /// Zones in that health (all zones for `all`).
+    /// Live zones in that health (all live zones for `all`).
     pub count: usize,
     /// Whether it is the filter in force.
     pub active: bool,
@@ -168,7 +204,7 @@ pub struct FilterLink {
 
 /// The whole page.
 #[derive(Debug, Clone, Template)]
-#[template(path = "status.html")]
+#[template(path = "status.html", blocks = ["filters", "summary", "retired", "tenancy"])]
 pub struct StatusPage {
     /// Whether admin columns are shown.
     pub admin: bool,
@@ -180,13 +216,45 @@ pub struct StatusPage {
     pub filter: Option<Health>,
     /// Links to every filter.
     pub filters: Vec<FilterLink>,
-    /// The rows that pass the filter.
+    /// The live zones that pass the filter, most severe first, then by region and zone.
     pub rows: Vec<StatusRow>,
+    /// The ops most agents advertise (admin only; `None` when no agent advertised any).
+    pub ops: Option<OpsSummary>,
+    /// Decommissioned zones, by region and zone (admin only: empty for a tenant).
+    pub retired: Vec<RetiredRow>,
     /// How many columns the table has.
     pub columns: usize,
-    /// Reload period in seconds.
+    /// Reload period in seconds, without JavaScript.
     pub refresh_s: u32,
+    /// Where the page's script reads live updates (`/status/events`, with the filter).
+    pub events: String,
+    /// Tenants, projects, quotas and use (`templates/status_tenancy.html`), set by [`load`].
+    pub tenancy: super::tenancy::TenancySection,
 }
+
+/// One row of the table alone (`status_row.html`, also included by `status.html`): what the
+/// live updates send.
+#[derive(Debug, Clone, Template)]
+#[template(path = "status_row.html")]
+pub struct RowHtml<'a> {
+    /// The row.
+    pub row: &'a StatusRow,
+}
+
+/// The table's only row when no zone passes the filter (`status_empty.html`).
+#[derive(Debug, Clone, Template)]
+#[template(path = "status_empty.html")]
+pub struct EmptyHtml {
+    /// Whether the viewer is the admin.
+    pub admin: bool,
+    /// The filter in force.
+    pub filter: Option<Health>,
+    /// How many columns the table has.
+    pub columns: usize,
+}
+
+/// The key of [`EmptyHtml`]'s row in live updates.
+pub const EMPTY_KEY: &str = "-empty";
 
 /// The login form, with an error after a refused attempt.
 #[derive(Debug, Clone, Template)]
@@ -227,8 +295,53 @@ pub fn parse_filter(raw: Option<&str>) -> Result<Option<Health>, String> {
     }
 }
 
-/// The page `caller` sees for `regions` at `now_ms`, keeping only zones whose health is
-/// `filter`. Rows are sorted by region, then zone.
+/// What `caller` sees now, read through the services like the API: the page and its live
+/// updates both come from here.
+pub async fn load(
+    cp: &ControlPlane,
+    caller: &Caller,
+    filter: Option<Health>,
+    now_ms: i64,
+) -> Result<StatusPage, RegionError> {
+    let list = regions::list(cp).await?;
+    let (list, tenancy) = super::tenancy::load(cp, caller, list, now_ms).await?;
+    let mut page = build(&list, caller, filter, now_ms);
+    page.tenancy = tenancy;
+    Ok(page)
+}
+
+/// Most severe first: unavailable, unhealthy, healthy.
+fn severity(h: Health) -> u8 {
+    match h {
+        Health::Unavailable => 0,
+        Health::Unhealthy => 1,
+        Health::Healthy => 2,
+    }
+}
+
+/// Why a region's health is better than one of its zones': `region healthy: 1 of 2 zones
+/// healthy`. `None` when the zone's health is the region's.
+fn region_note(region: Health, zone: Health, live: &[Health]) -> Option<String> {
+    if region == zone {
+        return None;
+    }
+    let n = |h| live.iter().filter(|z| **z == h).count();
+    let total = live.len();
+    Some(match region {
+        Health::Healthy => format!(
+            "region healthy: {} of {total} zones healthy",
+            n(Health::Healthy)
+        ),
+        _ => format!(
+            "region {region}: no zone healthy, {} of {total} {region}",
+            n(region)
+        ),
+    })
+}
+
+/// The page `caller` sees for `regions` at `now_ms`: live zones whose health is `filter`, most
+/// severe first, then by region and zone; decommissioned zones apart (admin only), counted
+/// nowhere else.
 pub fn build(
     regions: &[RegionView],
     caller: &Caller,
@@ -236,19 +349,50 @@ pub fn build(
     now_ms: i64,
 ) -> StatusPage {
     let admin = caller.is_admin();
-    let mut all: Vec<StatusRow> = regions
-        .iter()
-        .flat_map(|r| {
-            zones_of(r).into_iter().map(move |z| StatusRow {
+    let zones: Vec<(&RegionView, Vec<ZoneFacts>)> =
+        regions.iter().map(|r| (r, zones_of(r))).collect();
+    let live = || {
+        zones.iter().flat_map(|(r, zs)| {
+            zs.iter()
+                .filter(|z| !z.decommissioned)
+                .map(move |z| (*r, z))
+        })
+    };
+    let ops = admin
+        .then(|| ops::summarize(live().map(|(_, z)| z.ops.as_slice())))
+        .flatten();
+    let mut all: Vec<StatusRow> = live()
+        .map(|(r, z)| {
+            let healths: Vec<Health> = zones
+                .iter()
+                .filter(|(other, _)| other.region == r.region)
+                .flat_map(|(_, zs)| zs.iter().filter(|z| !z.decommissioned).map(|z| z.health))
+                .collect();
+            StatusRow {
+                key: format!("{}/{}", r.region, z.zone),
                 region: r.region.clone(),
                 region_health: r.health,
+                region_note: region_note(r.health, z.health, &healths),
                 zone: z.zone.clone(),
                 health: z.health,
-                admin: admin.then(|| admin_cells(z, now_ms)),
-            })
+                admin: admin.then(|| admin_cells(z.clone(), ops.as_ref(), now_ms)),
+            }
         })
         .collect();
-    all.sort_by(|a, b| (&a.region, &a.zone).cmp(&(&b.region, &b.zone)));
+    all.sort_by(|a, b| {
+        (severity(a.health), &a.region, &a.zone).cmp(&(severity(b.health), &b.region, &b.zone))
+    });
+    let mut retired: Vec<RetiredRow> = zones
+        .iter()
+        .flat_map(|(r, zs)| zs.iter().filter(|z| z.decommissioned).map(move |z| (*r, z)))
+        .filter(|_| admin)
+        .map(|(r, z)| RetiredRow {
+            region: r.region.clone(),
+            zone: z.zone.clone(),
+            at: z.decommissioned_at.map(|t| Stamp::new(t, now_ms)),
+        })
+        .collect();
+    retired.sort_by(|a, b| (&a.region, &a.zone).cmp(&(&b.region, &b.zone)));
     let mut filters = vec![FilterLink {
         label: "all".into(),
         href: "/status".into(),
@@ -275,20 +419,31 @@ pub fn build(
         filter,
         filters,
         rows,
+        ops,
+        retired,
         columns: if admin { 10 } else { 3 },
         refresh_s: REFRESH_S,
+        events: match filter {
+            Some(h) => format!("{}?health={h}", super::live::EVENTS_PATH),
+            None => super::live::EVENTS_PATH.into(),
+        },
+        tenancy: Default::default(),
     }
 }
 
-fn admin_cells(z: ZoneFacts, now_ms: i64) -> AdminCells {
+fn admin_cells(z: ZoneFacts, ops: Option<&OpsSummary>, now_ms: i64) -> AdminCells {
     AdminCells {
         health_reason: z.health_reason,
         last_heartbeat: z.last_heartbeat.map(|t| Stamp::new(t, now_ms)),
         pending_requests: z.pending_requests,
         agent_version: dash(z.agent_version),
-        ops: dash(Some(z.ops.join(", "))),
+        ops: ops::cell(&z.ops, ops),
         node_count: dash(z.node_count.map(|n| n.to_string())),
         capacity: dash(z.capacity),
         replica: dash(z.replica),
     }
 }
+
+#[cfg(test)]
+#[path = "view_tests.rs"]
+pub(crate) mod tests;
