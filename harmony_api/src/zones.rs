@@ -68,6 +68,14 @@ pub struct ZoneView {
     /// Unix epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decommissioned_at: Option<i64>,
+    /// When it took the health it has now (its stored state transition; its decommission for a
+    /// decommissioned zone), ms since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_since: Option<i64>,
+    /// The last error its agent reported (why it cannot reach its cluster), scrubbed of
+    /// credentials and at most a few hundred characters; absent while it reaches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_error: Option<String>,
     /// Whether its agent exchanged its bootstrap token for an identity (not revoked since): a
     /// new bootstrap token for this zone is refused (409) while it holds one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,6 +99,8 @@ impl ZoneView {
             replica: None,
             decommissioned: None,
             decommissioned_at: None,
+            health_since: None,
+            agent_error: None,
             bootstrapped: None,
         }
     }
@@ -139,6 +149,8 @@ mod tests {
             replica: Some("r1".into()),
             decommissioned: Some(false),
             decommissioned_at: None,
+            health_since: Some(4),
+            agent_error: Some("dial tcp: i/o timeout".into()),
             bootstrapped: Some(true),
         };
         let shown = serde_json::to_value(admin.public()).unwrap();

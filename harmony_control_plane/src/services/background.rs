@@ -1,10 +1,11 @@
 //! This replica's background work: routing store events to its connections, writing buffered
-//! heartbeats, the one-second delivery poll, queued service creates, and pruning.
+//! heartbeats, the one-second delivery poll, queued service creates, the zones' health
+//! transitions, and pruning.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{ControlPlane, instance_requests, instances, log_store, sessions};
+use super::{ControlPlane, instance_requests, instances, log_store, sessions, zone_states};
 use crate::store::{Event, next_event, now_ms};
 
 /// How often each replica looks for requests whose `RequestQueued` event it may have missed.
@@ -45,6 +46,7 @@ pub async fn start(cp: Arc<ControlPlane>) -> Result<(), crate::store::StoreError
     tokio::spawn(flush_heartbeats(cp.clone()));
     tokio::spawn(poll_deliveries(cp.clone()));
     tokio::spawn(tend_instances(cp.clone()));
+    tokio::spawn(sweep_zone_states(cp.clone()));
     tokio::spawn(prune(cp));
     Ok(())
 }
@@ -156,6 +158,21 @@ async fn tend_instances(cp: Arc<ControlPlane>) {
         }
         if let Err(e) = instances::reconcile(&cp).await {
             log_store(e);
+        }
+    }
+}
+
+/// Records the zones' time-based health changes (a heartbeat late, a zone unavailable) and
+/// any change a hook missed.
+async fn sweep_zone_states(cp: Arc<ControlPlane>) {
+    let mut tick = tokio::time::interval(zone_states::sweep_interval(&cp.settings.policy));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match zone_states::sweep(&cp).await {
+            Ok(0) => {}
+            Ok(n) => log::debug!("{n} zone state change(s) recorded"),
+            Err(e) => log_store(e),
         }
     }
 }

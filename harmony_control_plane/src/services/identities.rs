@@ -264,6 +264,7 @@ pub async fn revoke(cp: &ControlPlane, region: &str) -> Result<bool, StoreError>
         .iter()
         .filter(|z| z.region == region)
     {
+        super::zone_states::refresh(cp, region, &z.zone).await;
         dropped += dispatch::cancel_unanswered(
             cp,
             region,
@@ -295,6 +296,7 @@ pub async fn revoke_zone(cp: &ControlPlane, region: &str, zone: &str) -> Result<
         return Ok(false);
     }
     cp.store.decommission_zone(region, zone).await?;
+    super::zone_states::refresh(cp, region, zone).await;
     let close = Event::CloseRegion {
         region: region.to_string(),
         zone: Some(zone.to_string()),

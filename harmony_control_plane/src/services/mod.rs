@@ -15,11 +15,14 @@ pub mod instances;
 pub mod page_sessions;
 pub mod placement;
 pub mod regions;
+pub mod request_views;
 pub mod requests;
 pub mod scope;
+pub mod scrub;
 pub mod sessions;
 pub mod tenancy;
 pub mod tenancy_views;
+pub mod zone_states;
 pub mod zones;
 
 mod background;

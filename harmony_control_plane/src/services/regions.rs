@@ -156,6 +156,7 @@ pub async fn zones_of(cp: &ControlPlane, region: &str) -> Result<Vec<ZoneRecord>
         zones: cp.store.region_zones(region).await?,
         sessions: HashMap::new(),
         pending: HashMap::new(),
+        states: HashMap::new(),
     };
     Ok(snap.zones_of(&record))
 }

@@ -67,6 +67,7 @@ fn snap(zones: Vec<ZoneRecord>, sessions: Vec<SessionRecord>, pending: u64) -> S
             .map(|s| ((s.region.clone(), s.zone.clone()), s))
             .collect(),
         pending: [(("eu".to_string(), "paris".to_string()), pending)].into(),
+        states: Default::default(),
     }
 }
 

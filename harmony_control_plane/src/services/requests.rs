@@ -567,7 +567,8 @@ fn finished(r: RequestRecord, shown: &str) -> Result<Res, RequestError> {
     }
 }
 
-fn parse_res(r: &RequestRecord) -> Result<Option<Res>, RequestError> {
+/// The `res` frame stored with a finished request (`None` while unanswered).
+pub(crate) fn parse_res(r: &RequestRecord) -> Result<Option<Res>, RequestError> {
     r.res
         .as_deref()
         .map(serde_json::from_str::<Res>)
@@ -583,7 +584,7 @@ fn tenant_of(r: &RequestRecord) -> Option<&str> {
 /// The stored request a viewer names `id`: for a tenant, its own `id` (scoped), else one of
 /// its requests stored unscoped (its instances' requests, requests from before ids were
 /// scoped); another tenant's is not found, exactly like a missing one.
-async fn lookup(
+pub(crate) async fn lookup(
     cp: &ControlPlane,
     id: &str,
     viewer: Option<&str>,

@@ -71,6 +71,7 @@ pub async fn open(cp: &ControlPlane, hello: &Hello) -> Result<Option<Opened>, St
             log::warn!("region {region}: {e}");
         }
     }
+    super::zone_states::on_connect(cp, &record).await;
     Ok(Some(Opened { conn, inbox }))
 }
 
@@ -117,6 +118,8 @@ pub async fn close(
     if let Some(beat) = cp.hub.take_heartbeat(conn) {
         cp.store.session_heartbeats(&[beat]).await?;
     }
-    cp.store.session_close(region, conn, now_ms()).await?;
+    if cp.store.session_close(region, conn, now_ms()).await? {
+        super::zone_states::refresh(cp, region, zone).await;
+    }
     Ok(())
 }

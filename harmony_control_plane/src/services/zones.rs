@@ -10,9 +10,10 @@ use std::collections::HashMap;
 
 use super::ControlPlane;
 use super::health::HealthPolicy;
-use super::health::{health_of, status_of};
+use super::health::status_of;
 use super::placement::RegionOffers;
-use crate::store::{RegionRecord, SessionRecord, StoreError, ZoneRecord, now_ms};
+use super::zone_states;
+use crate::store::{RegionRecord, SessionRecord, StoreError, ZoneRecord, ZoneState, now_ms};
 
 /// What the store says of each zone now: zone records, session rows and unanswered counts.
 pub struct Snapshot {
@@ -22,6 +23,8 @@ pub struct Snapshot {
     pub sessions: HashMap<(String, String), SessionRecord>,
     /// Unanswered requests by (region, zone).
     pub pending: HashMap<(String, String), u64>,
+    /// Stored health transitions by (region, zone) (read with the request counts only).
+    pub states: HashMap<(String, String), ZoneState>,
 }
 
 impl Snapshot {
@@ -38,6 +41,7 @@ impl Snapshot {
             zones: cp.store.zones().await?,
             sessions,
             pending: HashMap::new(),
+            states: HashMap::new(),
         })
     }
 
@@ -57,13 +61,17 @@ impl Snapshot {
             zones: cp.store.region_zones(region).await?,
             sessions,
             pending: HashMap::new(),
+            states: HashMap::new(),
         })
     }
 
-    /// Reads it from the store, with the unanswered request counts.
+    /// Reads it from the store, with the unanswered request counts and the stored health
+    /// transitions (read first: a transition is never newer than the sessions it is shown with).
     pub async fn read(cp: &ControlPlane) -> Result<Self, StoreError> {
+        let states = zone_states::stored(cp).await?;
         let mut snap = Self::read_live(cp).await?;
         snap.pending = cp.store.unanswered_counts().await?;
+        snap.states = states;
         Ok(snap)
     }
 
@@ -101,14 +109,12 @@ impl Snapshot {
         now: i64,
         policy: &HealthPolicy,
     ) -> (Health, String, Services) {
-        if z.decommissioned_at.is_some() {
-            return (
-                Health::Unavailable,
-                "decommissioned".into(),
-                Services::default(),
-            );
-        }
-        health_of(self.session(z), now, policy)
+        let o = zone_states::observe_zone(z, self.session(z), now, policy);
+        let services = match self.session(z) {
+            Some(s) if z.decommissioned_at.is_none() => super::health::session_services(s),
+            _ => Services::default(),
+        };
+        (o.health, o.reason, services)
     }
 
     /// The zone placement picks in `r` now: the first healthy active zone, else the first
@@ -149,7 +155,10 @@ pub fn pick_zone<Z>(zones: impl IntoIterator<Item = (Z, Health)>) -> Option<Z> {
 /// The API view of one zone (admin fields included).
 pub fn describe_zone(z: &ZoneRecord, snap: &Snapshot, now: i64, policy: &HealthPolicy) -> ZoneView {
     let session = snap.session(z);
-    let (health, health_reason, _) = snap.health(z, now, policy);
+    let observed = zone_states::observe_zone(z, session, now, policy);
+    let stored = snap.states.get(&(z.region.clone(), z.zone.clone()));
+    let health_since = zone_states::health_since(z, stored, &observed);
+    let (health, health_reason) = (observed.health, observed.reason);
     let hello: Option<Hello> = session.and_then(|s| serde_json::from_str(&s.hello_json).ok());
     let status = session.and_then(status_of);
     let live = z.decommissioned_at.is_none();
@@ -174,6 +183,8 @@ pub fn describe_zone(z: &ZoneRecord, snap: &Snapshot, now: i64, policy: &HealthP
             .map(|s| s.replica.clone()),
         decommissioned: Some(!live),
         decommissioned_at: z.decommissioned_at,
+        health_since,
+        agent_error: live.then(|| zone_states::agent_error(session)).flatten(),
         bootstrapped: Some(z.has_identity),
     }
 }

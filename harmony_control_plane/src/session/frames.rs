@@ -3,11 +3,12 @@
 use harmony_agent_protocol::{
     ErrorFrame, Frame, IdentityFrame, Res, Services, code, decode_with_limit,
 };
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::services::dispatch::{self, Delivery};
 use crate::services::identities;
-use crate::services::{ControlPlane, instances, requests, sessions};
+use crate::services::{ControlPlane, instances, request_views, requests, sessions, zone_states};
 
 /// One welcomed connection's state.
 pub(super) struct Connection {
@@ -22,7 +23,16 @@ pub(super) struct Connection {
     /// The latest `services` frame of this connection.
     pub services: Option<Services>,
     pub delivery: Delivery,
+    /// Whether the last heartbeat said the cluster is reachable (`None` before the first): a
+    /// change is recorded as the zone's health transition.
+    pub reachable: Option<bool>,
+    /// Progress lines received per unanswered request (numbers the stored lines).
+    pub progress: HashMap<String, u64>,
 }
+
+/// The most requests whose progress lines one connection numbers at once (an agent runs far
+/// fewer at a time).
+const MAX_TRACKED_PROGRESS: usize = 10_000;
 
 /// The answer to a binary frame.
 pub(super) fn binary_refused() -> Frame {
@@ -64,6 +74,13 @@ impl Connection {
             Frame::Ping(p) => {
                 log::trace!("region {region}: heartbeat {}", p.seq);
                 sessions::heartbeat(&self.cp, &region, &self.conn, &p.status);
+                let reachable = p.status.k8s_reachable;
+                if self.reachable != Some(reachable) {
+                    self.reachable = Some(reachable);
+                    let zone = (region.as_str(), self.zone.as_str());
+                    let at = crate::store::now_ms();
+                    zone_states::on_reachability(&self.cp, zone, &p.status, at).await;
+                }
                 Vec::new()
             }
             Frame::Res(res) => {
@@ -77,6 +94,7 @@ impl Connection {
                     p.stage,
                     p.detail
                 );
+                self.store_progress(&p.id, &p.stage, &p.detail).await;
                 if let Err(e) = requests::relay_progress(&self.cp, p.id, p.stage, p.detail).await {
                     log::debug!("region {region}: progress not relayed: {e}");
                 }
@@ -106,9 +124,30 @@ impl Connection {
         }
     }
 
+    /// Stores a progress line of request `id` (its last few are kept); only requests this
+    /// connection was sent are counted, so the map stays as small as what is in flight.
+    async fn store_progress(&mut self, id: &str, stage: &str, detail: &str) {
+        if !self.progress.contains_key(id) && self.progress.len() >= MAX_TRACKED_PROGRESS {
+            return;
+        }
+        let n = self.progress.entry(id.to_string()).or_default();
+        let line = *n;
+        *n += 1;
+        let at = (self.region.as_str(), self.zone.as_str());
+        match request_views::record_progress(&self.cp, at, id, line, stage, detail).await {
+            Ok(true) => {}
+            // Not an unanswered request of this zone: forget it.
+            Ok(false) => {
+                self.progress.remove(id);
+            }
+            Err(e) => log::debug!("region {}: progress of {id} not stored: {e}", self.region),
+        }
+    }
+
     async fn result(&mut self, res: Res) {
         let region = &self.region;
         self.delivery.answered(&res.id);
+        self.progress.remove(&res.id);
         if let Some(e) = &res.error
             && e.code == code::RESULT_TOO_LARGE
         {

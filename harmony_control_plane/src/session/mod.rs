@@ -230,6 +230,8 @@ pub async fn run<S>(
         unconfirmed: auth.unconfirmed,
         services: None,
         delivery: Delivery::new(&region, &hello.zone, hello.max_frame_bytes),
+        reachable: None,
+        progress: Default::default(),
     };
     serve(&mut socket, &mut state, opened.inbox).await;
     if let Err(e) = Box::pin(sessions::close(&cp, &region, &hello.zone, &conn)).await {

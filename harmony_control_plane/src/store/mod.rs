@@ -17,11 +17,13 @@ pub mod sqlite;
 mod credentials;
 pub mod quantity;
 mod sql;
+pub mod status;
 pub mod tenancy;
 mod types;
 
 pub(crate) use credentials::{BootstrapFacts, IdentityFacts, classify, merge_heartbeats};
 
+pub use status::{ProgressLine, RequestSummary, StatusStore, ZoneState};
 pub use tenancy::{
     CapExceeded, CapSet, PageSession, ProjectCreated, ProjectRecord, QuotaSet, TenancyStore,
     TenantRecord, TenantTokenRecord,
@@ -83,9 +85,10 @@ pub async fn open(config: &StoreConfig) -> Result<Arc<dyn Store>, StoreError> {
 
 /// All control-plane state. Every method is one atomic step: compare-and-set methods return
 /// whether they won (`bool`, `Option`), so concurrent replicas never overwrite each other.
-/// Tenants and projects are its [`TenancyStore`] half.
+/// Tenants and projects are its [`TenancyStore`] half; zone transitions, request summaries and
+/// progress lines its [`StatusStore`] half.
 #[async_trait]
-pub trait Store: TenancyStore + Send + Sync + 'static {
+pub trait Store: TenancyStore + StatusStore + Send + Sync + 'static {
     /// `"sqlite"` or `"postgres"`, for logs.
     fn backend(&self) -> &'static str;
 

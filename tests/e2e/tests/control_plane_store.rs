@@ -15,6 +15,8 @@ mod events;
 mod requests;
 #[path = "control_plane_store/services.rs"]
 mod services;
+#[path = "control_plane_store/status.rs"]
+mod status;
 #[path = "control_plane_store/tenancy.rs"]
 mod tenancy;
 #[path = "control_plane_store/tls.rs"]
@@ -26,6 +28,7 @@ use credentials::*;
 use events::*;
 use requests::*;
 use services::*;
+use status::*;
 use tenancy::*;
 use zones::*;
 
@@ -117,6 +120,9 @@ contract!(
     zones_are_added_listed_and_decommissioned_one_by_one,
     sessions_and_requests_are_kept_per_zone,
     concurrent_calls_each_get_the_answer_they_would_get_alone,
+    zone_states_change_once_and_never_to_an_older_observation,
+    request_summaries_are_listed_per_zone_and_tenant_with_their_failure,
+    progress_keeps_the_last_lines_of_unanswered_requests_of_their_zone,
 );
 
 fn hash(tag: &str) -> [u8; 32] {

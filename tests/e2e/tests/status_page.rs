@@ -21,6 +21,8 @@ use harmony_e2e::world::{Plane, World, WorldOptions};
 
 #[path = "status_page/live.rs"]
 mod live;
+#[path = "status_page/requests.rs"]
+mod requests;
 
 const WAIT: Duration = Duration::from_secs(60);
 const ADMIN_COLUMNS: [&str; 7] = [
@@ -403,7 +405,7 @@ async fn the_status_page_in_chromium_shows_what_the_api_answers() {
         page["scripts"], 1,
         "the page runs its own script only (/status/live.js)"
     );
-    let mut cols = vec!["region", "zone", "health"];
+    let mut cols = vec!["region", "zone", "health", "requests"];
     cols.extend(ADMIN_COLUMNS);
     assert_eq!(header_cols(&page), cols);
     assert_rows_match(&page, &before, &after, true);
@@ -595,7 +597,7 @@ async fn a_tenants_status_page_shows_no_admin_fields() {
     let after = w.regions(&api_token).await;
 
     assert_eq!(page["who"], "tenant acme");
-    assert_eq!(header_cols(&page), ["region", "zone", "health"]);
+    assert_eq!(header_cols(&page), ["region", "zone", "health", "requests"]);
     let eu_west = |list: &Value| {
         let mut list = list.clone();
         list["regions"]

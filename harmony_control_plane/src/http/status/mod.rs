@@ -6,6 +6,8 @@
 //! GET  /status[?health=healthy|unhealthy|unavailable]  -> 200 text/html (400 for another health)
 //! GET  /status/events[?health=...]                     -> text/event-stream (see [`live`])
 //! GET  /status/live.js                                 -> the page's script
+//! GET  /status/requests/{id}                          -> one request (see [`requests`]; 404 for
+//!                                                         another tenant's, like a missing one)
 //! GET  /status/login                                   -> 200 the login form
 //! POST /status/login   token=<API token> (form)        -> 303 /status + session cookie
 //!                                                         (401 form again for a wrong token)
@@ -22,6 +24,7 @@
 
 pub mod live;
 pub mod ops;
+pub mod requests;
 pub mod tenancy;
 pub mod view;
 
@@ -62,6 +65,7 @@ pub fn routes() -> Router<AppState> {
         .route(PAGE_PATH, get(page))
         .route(live::EVENTS_PATH, get(live::events))
         .route(live::SCRIPT_PATH, get(live::script))
+        .route(requests::DETAIL_PATH, get(requests::detail))
         .route(LOGIN_PATH, get(login_form).post(login))
         .route(LOGOUT_PATH, post(logout))
 }

@@ -55,6 +55,10 @@ pub struct ZoneFacts {
     pub decommissioned_at: Option<i64>,
     /// Whether it (or its whole region) was decommissioned.
     pub decommissioned: bool,
+    /// When it took its health (its stored transition), ms since the Unix epoch.
+    pub health_since: Option<i64>,
+    /// Its agent's last error, scrubbed (admin views only carry it).
+    pub agent_error: Option<String>,
 }
 
 /// The zones of `r`, one row each (first zone first), from the per-zone views the API gives.
@@ -74,6 +78,8 @@ pub fn zones_of(r: &RegionView) -> Vec<ZoneFacts> {
             replica: z.replica.clone(),
             decommissioned_at: z.decommissioned_at,
             decommissioned: r.decommissioned || z.decommissioned == Some(true),
+            health_since: z.health_since,
+            agent_error: z.agent_error.clone(),
         })
         .collect()
 }
@@ -174,6 +180,12 @@ pub struct StatusRow {
     pub zone: String,
     /// The zone's health.
     pub health: Health,
+    /// Since when it has that health, and (admin only) its agent's last error
+    /// (`templates/status_zone_state.html`).
+    pub state: super::requests::ZoneStateCell,
+    /// Its requests in flight and recent failures the viewer may see
+    /// (`templates/status_zone_requests.html`; filled by [`load`]).
+    pub requests: super::requests::ZoneRequestsCell,
     /// Admin-only cells; `None` for a tenant.
     pub admin: Option<AdminCells>,
 }
@@ -307,6 +319,7 @@ pub async fn load(
     let (list, tenancy) = super::tenancy::load(cp, caller, list, now_ms).await?;
     let mut page = build(&list, caller, filter, now_ms);
     page.tenancy = tenancy;
+    super::requests::attach(cp, caller, &list, &mut page.rows, now_ms).await?;
     Ok(page)
 }
 
@@ -375,6 +388,13 @@ pub fn build(
                 region_note: region_note(r.health, z.health, &healths),
                 zone: z.zone.clone(),
                 health: z.health,
+                state: super::requests::state_cell(
+                    z.health_since,
+                    z.agent_error.as_deref(),
+                    admin,
+                    now_ms,
+                ),
+                requests: Default::default(),
                 admin: admin.then(|| admin_cells(z.clone(), ops.as_ref(), now_ms)),
             }
         })
@@ -421,7 +441,7 @@ pub fn build(
         rows,
         ops,
         retired,
-        columns: if admin { 10 } else { 3 },
+        columns: if admin { 11 } else { 4 },
         refresh_s: REFRESH_S,
         events: match filter {
             Some(h) => format!("{}?health={h}", super::live::EVENTS_PATH),

@@ -26,6 +26,8 @@ pub(crate) fn zone(name: &str, health: Health, heartbeat: Option<i64>) -> ZoneVi
         replica: heartbeat.map(|_| "replica-xyz".into()),
         decommissioned: None,
         decommissioned_at: None,
+        health_since: None,
+        agent_error: None,
         bootstrapped: None,
     }
 }

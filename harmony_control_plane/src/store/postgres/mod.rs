@@ -11,6 +11,7 @@ mod requests;
 mod schema;
 mod services;
 mod sessions;
+mod status;
 mod tenancy;
 pub mod tls;
 

@@ -80,16 +80,19 @@ pub(super) async fn finish(
     res_json: &str,
     now: i64,
 ) -> Result<bool, Error> {
+    let error = crate::store::status::failure_of(res_json);
     let n = c
         .execute(
             sql::FINISH_REQUEST.postgres,
-            &[&id, &state.as_str(), &res_json, &now],
+            &[&id, &state.as_str(), &res_json, &now, &error],
         )
         .await?;
     Ok(n == 1)
 }
 
 pub(super) async fn prune(c: &Client, older_than: i64) -> Result<u64, Error> {
+    c.execute(sql::PRUNE_PROGRESS.postgres, &[&older_than])
+        .await?;
     let n = c
         .execute(sql::PRUNE_REQUESTS.postgres, &[&older_than])
         .await?;
@@ -241,13 +244,19 @@ pub(super) async fn finish_many(c: &Client, answers: &[Finish]) -> Result<Vec<bo
     let states: Vec<&str> = fresh.iter().map(|a| a.1.as_str()).collect();
     let res: Vec<&str> = fresh.iter().map(|a| a.2.as_str()).collect();
     let at: Vec<i64> = fresh.iter().map(|a| a.3).collect();
+    let errors: Vec<Option<String>> = fresh
+        .iter()
+        .map(|a| crate::store::status::failure_of(&a.2))
+        .collect();
     let rows = c
         .query(
-            "UPDATE requests r SET state = t.state, res = t.res, completed_at = t.now
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[]) AS t(id, state, res, now)
+            "UPDATE requests r SET state = t.state, res = t.res, completed_at = t.now,
+                 error = t.error
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[])
+                 AS t(id, state, res, now, error)
              WHERE r.id = t.id AND r.state IN ('queued', 'sent')
              RETURNING r.id",
-            &[&ids, &states, &res, &at],
+            &[&ids, &states, &res, &at, &errors],
         )
         .await?;
     let mut stored = std::collections::HashSet::new();

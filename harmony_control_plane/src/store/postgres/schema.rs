@@ -124,6 +124,7 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), String> {
         .await
         .map_err(db)?;
     tx.batch_execute(TABLES).await.map_err(db)?;
+    tx.batch_execute(super::status::TABLES).await.map_err(db)?;
     tx.batch_execute(sql::INDEXES).await.map_err(db)?;
     tx.batch_execute(super::tenancy::TABLES).await.map_err(db)?;
     // Version 1 keyed sessions by region alone: one row per (region, zone) from version 2 on.

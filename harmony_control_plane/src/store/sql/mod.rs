@@ -79,10 +79,12 @@ macro_rules! statements {
 // After the macros: the statement modules use them.
 mod identity;
 mod requests;
+mod status;
 mod tenancy;
 
 pub(crate) use identity::*;
 pub(crate) use requests::*;
+pub(crate) use status::*;
 pub(crate) use tenancy::*;
 
 /// Indexes, created once their tables have every column they cover (`IF NOT EXISTS`: run on
@@ -101,6 +103,8 @@ CREATE INDEX IF NOT EXISTS requests_unanswered_by_zone ON requests(region, zone,
 CREATE INDEX IF NOT EXISTS bootstrap_by_zone ON bootstrap_tokens(region, zone);
 CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
     WHERE state IN ('done', 'cancelled');
+CREATE INDEX IF NOT EXISTS requests_failed ON requests(completed_at) WHERE error IS NOT NULL;
+CREATE INDEX IF NOT EXISTS zone_state_history_by_zone ON zone_state_history(region, zone, n);
 ";
 
 statements! {
@@ -117,7 +121,7 @@ statements! {
 #[cfg(test)]
 pub(crate) fn all() -> Vec<(&'static str, Sql)> {
     let mut out: Vec<(&'static str, Sql)> = Vec::new();
-    for list in [ALL, identity::ALL, requests::ALL, tenancy::ALL] {
+    for list in [ALL, identity::ALL, requests::ALL, status::ALL, tenancy::ALL] {
         out.extend_from_slice(list);
     }
     out.push(("ZONE_SELECT", ZONE_SELECT));

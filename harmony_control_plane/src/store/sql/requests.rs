@@ -50,9 +50,9 @@ statements! {
                  VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9,
                      COALESCE(NULLIF($10, ''), (SELECT zone FROM regions WHERE name = $2), ''))
                  ON CONFLICT (id) DO NOTHING";
-    /// Stores result `$3` of request `$1` with state `$2` (`done` or `cancelled`) at `$4`, only
-    /// if it is still unanswered.
-    FINISH_REQUEST = "UPDATE requests SET state = $2, res = $3, completed_at = $4
+    /// Stores result `$3` of request `$1` with state `$2` (`done` or `cancelled`) at `$4` and
+    /// its failure `$5` (`NULL` when it succeeded), only if it is still unanswered.
+    FINISH_REQUEST = "UPDATE requests SET state = $2, res = $3, completed_at = $4, error = $5
              WHERE id = $1 AND state IN ('queued', 'sent')";
     /// Deletes the finished requests completed before `$1`.
     PRUNE_REQUESTS =

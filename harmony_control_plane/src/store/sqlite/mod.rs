@@ -7,6 +7,7 @@ mod requests;
 mod schema;
 mod services;
 mod sessions;
+mod status;
 mod tenancy;
 
 use async_trait::async_trait;

@@ -95,14 +95,16 @@ pub(super) fn finish(
     res_json: &str,
     now: i64,
 ) -> rusqlite::Result<bool> {
+    let error = crate::store::status::failure_of(res_json);
     let n = c.execute(
         sql::FINISH_REQUEST.sqlite,
-        params![id, state.as_str(), res_json, now],
+        params![id, state.as_str(), res_json, now, error],
     )?;
     Ok(n == 1)
 }
 
 pub(super) fn prune(c: &Connection, older_than: i64) -> rusqlite::Result<u64> {
+    c.execute(sql::PRUNE_PROGRESS.sqlite, [older_than])?;
     let n = c.execute(sql::PRUNE_REQUESTS.sqlite, [older_than])?;
     Ok(n as u64)
 }

@@ -122,6 +122,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("requests", "zone", "TEXT"),
     ("service_instances", "zone", "TEXT"),
     ("service_instances", "parent", "TEXT"),
+    ("requests", "error", "TEXT"),
 ];
 
 /// Version 2: every region's first zone becomes a row of `zones`, and rows without a zone take
@@ -195,6 +196,7 @@ fn apply(conn: &mut Connection) -> Result<(), Step> {
     let tx = conn.transaction()?;
     tx.execute_batch(TABLES)?;
     tx.execute_batch(super::tenancy::TABLES)?;
+    tx.execute_batch(super::status::TABLES)?;
     let stored: Option<i64> = tx.query_row(sql::SCHEMA_VERSION.sqlite, [], |r| r.get(0))?;
     if let Some(v) = stored.filter(|v| *v > VERSION) {
         return Err(Step::Newer(v));
