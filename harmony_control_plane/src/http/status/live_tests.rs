@@ -298,7 +298,7 @@ fn an_update_carries_only_what_changed() {
     );
     assert_eq!(update(&mut sent, first.clone(), &page, true), None);
 
-    // Only the clock moved ("1s ago" is "3s ago" now): sent with the clocks' refresh only.
+    // Only the clock moved ("1 s ago" is "3 s ago" now): sent with the clocks' refresh only.
     let later = view::build(&two(Health::Healthy), &Caller::Admin, None, now + 2_000);
     let aged = render(&later).unwrap();
     assert_ne!(aged, first);
@@ -306,7 +306,7 @@ fn an_update_carries_only_what_changed() {
     let refresh = update(&mut sent, aged.clone(), &later, true).unwrap();
     let refresh: Value = serde_json::from_str(&refresh).unwrap();
     let ago = refresh["rows"]["eu/a"].as_str().unwrap();
-    assert!(ago.contains(">3s ago<"), "{ago}");
+    assert!(ago.contains(">3 s ago<"), "{ago}");
     assert_eq!(
         update(&mut sent, aged, &later, true),
         None,

@@ -122,11 +122,13 @@ impl Stamp {
 }
 
 fn ago(s: i64) -> String {
+    // The same human units as every duration the control plane writes ("12 min", "1 h 5 min").
     match s {
-        0..60 => format!("{s}s ago"),
-        60..3600 => format!("{}m {}s ago", s / 60, s % 60),
-        3600..86_400 => format!("{}h {}m ago", s / 3600, s % 3600 / 60),
-        _ => format!("{}d {}h ago", s / 86_400, s % 86_400 / 3600),
+        ..1 => "0 s ago".into(),
+        _ => format!(
+            "{} ago",
+            crate::services::health::human_duration(std::time::Duration::from_secs(s as u64))
+        ),
     }
 }
 
