@@ -398,3 +398,33 @@ async fn the_csp_lets_only_the_pages_own_script_run() {
     assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
     assert!(js.contains("EventSource") && js.contains("aria-pressed"));
 }
+
+#[tokio::test]
+async fn a_change_made_through_one_replica_reaches_a_stream_served_by_another() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two replicas over one store: the stream is served by one, the change made through the
+    // other (nothing but the store connects them).
+    let (serving, _) = app(dir.path()).await;
+    let (_, writer) = app(dir.path()).await;
+    regions::create(&writer, "eu-west", "paris-1", None)
+        .await
+        .unwrap();
+    let (status, _, mut events) = Events::open(&serving, "/status/events", &bearer(ADMIN)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(order(&events.update().await), ["eu-west/paris-1"]);
+
+    regions::create(&writer, "us-east", "nyc-1", None)
+        .await
+        .unwrap();
+    // The next update (the stream reads the store every second) carries the new row.
+    let update = events.update().await;
+    let mut seen = order(&update);
+    seen.sort();
+    assert_eq!(seen, ["eu-west/paris-1", "us-east/nyc-1"], "{update}");
+    assert!(
+        update["rows"]["us-east/nyc-1"]
+            .as_str()
+            .is_some_and(|row| row.contains("nyc-1")),
+        "{update}"
+    );
+}
