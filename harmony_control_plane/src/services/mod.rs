@@ -16,6 +16,7 @@ pub mod page_sessions;
 pub mod placement;
 pub mod regions;
 pub mod request_views;
+mod request_waits;
 pub mod requests;
 pub mod scope;
 pub mod scrub;
