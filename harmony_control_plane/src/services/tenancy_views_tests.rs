@@ -2,9 +2,9 @@
 //! quota reports: each project's use per zone comes from its own namespace's report only, every
 //! unknown use says why, and a tenant's overview holds nothing of another tenant.
 
+use harmony_agent_protocol::AgentStatus;
 use harmony_agent_protocol::quota_use::{NamespaceQuota, QuotaReport};
 use harmony_agent_protocol::tenancy::ProjectQuota;
-use harmony_agent_protocol::{AgentStatus, Hello};
 use std::collections::BTreeMap;
 
 use super::{Unknown, Usage, read};
@@ -52,24 +52,15 @@ pub(crate) async fn connect(
     zone: &str,
     quotas: Option<QuotaReport>,
 ) -> String {
-    let hello = Hello {
-        agent_version: "7.7.7".into(),
-        region: region.into(),
-        zone: zone.into(),
-        ops: vec![],
-        protocol: 1,
-        max_frame_bytes: 1 << 20,
-        cluster_scoped: Vec::new(),
-    };
-    let opened = sessions::open(cp, &hello).await.unwrap().unwrap();
+    let hello = crate::services::tests::zone_hello(region, zone, "7.7.7");
     let status = AgentStatus {
         k8s_reachable: true,
         quotas,
         ..AgentStatus::default()
     };
-    sessions::heartbeat(cp, region, &opened.conn, &status);
-    sessions::flush_heartbeats(cp).await.unwrap();
-    opened.conn
+    crate::services::tests::stand_in(cp, &hello, Some(status))
+        .await
+        .conn
 }
 
 /// Two tenants: acme (project web: eu and us; project api: eu) and beta (project shop: eu).

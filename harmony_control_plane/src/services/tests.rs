@@ -50,15 +50,38 @@ pub(super) async fn control_plane_with(
     cp
 }
 
-fn hello(region: &str, max_frame_bytes: u64) -> Hello {
+/// A stand-in agent's hello for `region`/`zone`: agent `version`, no ops, 1 MiB frames.
+pub(crate) fn zone_hello(region: &str, zone: &str, version: &str) -> Hello {
     Hello {
-        agent_version: "0.1.0".into(),
+        agent_version: version.into(),
         region: region.into(),
-        zone: "z".into(),
+        zone: zone.into(),
         ops: vec![],
         protocol: 1,
-        max_frame_bytes,
+        max_frame_bytes: 1 << 20,
         cluster_scoped: Vec::new(),
+    }
+}
+
+/// A stand-in agent opening its session with `hello` and, with a `status`, sending one
+/// heartbeat carrying it (flushed to the store).
+pub(crate) async fn stand_in(
+    cp: &ControlPlane,
+    hello: &Hello,
+    status: Option<AgentStatus>,
+) -> sessions::Opened {
+    let opened = sessions::open(cp, hello).await.unwrap().unwrap();
+    if let Some(status) = status {
+        sessions::heartbeat(cp, &hello.region, &opened.conn, &status);
+        sessions::flush_heartbeats(cp).await.unwrap();
+    }
+    opened
+}
+
+fn hello(region: &str, max_frame_bytes: u64) -> Hello {
+    Hello {
+        max_frame_bytes,
+        ..zone_hello(region, "z", "0.1.0")
     }
 }
 

@@ -2,7 +2,7 @@
 //! reachability, disconnect, decommission) and by the sweep (thresholds crossed), each with its
 //! start time; what a sweep would write; the agent's error, scrubbed.
 
-use harmony_agent_protocol::{AgentStatus, Hello};
+use harmony_agent_protocol::AgentStatus;
 use harmony_api::Health;
 use std::sync::Arc;
 use std::time::Duration;
@@ -161,16 +161,8 @@ fn control_plane(dir: &std::path::Path, settings: Settings) -> Arc<ControlPlane>
 
 /// A stand-in agent connection of `eu`/`z`.
 async fn connect(cp: &ControlPlane) -> sessions::Opened {
-    let hello = Hello {
-        agent_version: "0.1.0".into(),
-        region: "eu".into(),
-        zone: "z".into(),
-        ops: vec![],
-        protocol: 1,
-        max_frame_bytes: 1 << 20,
-        cluster_scoped: Vec::new(),
-    };
-    sessions::open(cp, &hello).await.unwrap().unwrap()
+    let hello = crate::services::tests::zone_hello("eu", "z", "0.1.0");
+    crate::services::tests::stand_in(cp, &hello, None).await
 }
 
 async fn now_state(cp: &ControlPlane) -> ZoneState {

@@ -2,7 +2,7 @@
 //! delivered to their zone's connection only, answered by their zone's agent only; unknown zones
 //! and misplaced objects are refused before anything is stored.
 
-use harmony_agent_protocol::{AgentStatus, Frame, Hello, RawJson, Res};
+use harmony_agent_protocol::{AgentStatus, Frame, RawJson, Res};
 use std::time::Duration;
 
 use super::dispatch::{self, Delivery};
@@ -29,23 +29,12 @@ fn settings() -> Settings {
 
 /// A healthy stand-in agent connection of zone `zone` of region `eu`.
 async fn connect(cp: &ControlPlane, zone: &str) -> sessions::Opened {
-    let hello = Hello {
-        agent_version: "0.1.0".into(),
-        region: "eu".into(),
-        zone: zone.into(),
-        ops: vec![],
-        protocol: 1,
-        max_frame_bytes: 1 << 20,
-        cluster_scoped: Vec::new(),
-    };
-    let opened = sessions::open(cp, &hello).await.unwrap().unwrap();
-    let status = AgentStatus {
+    let reachable = AgentStatus {
         k8s_reachable: true,
         ..AgentStatus::default()
     };
-    sessions::heartbeat(cp, "eu", &opened.conn, &status);
-    sessions::flush_heartbeats(cp).await.unwrap();
-    opened
+    let hello = super::tests::zone_hello("eu", zone, "0.1.0");
+    super::tests::stand_in(cp, &hello, Some(reachable)).await
 }
 
 fn submission(id: &str, op: &str, params: &str, zone: Option<&str>) -> Submission {
