@@ -103,6 +103,36 @@ impl StatusWorld {
         w
     }
 
+    /// Declares tenant acme with project `web` holding `quota` in eu-west (and that cap there):
+    /// a tenant's page shows only the regions where it has a project.
+    async fn acme_with_web_in_eu_west(&self, quota: Value) {
+        let admin = self.world.admin_token().to_string();
+        for (method, path, body, want) in [
+            ("POST", "/v1/admin/tenants", json!({"tenant": "acme"}), 201),
+            (
+                "PUT",
+                "/v1/admin/tenants/acme/caps/eu-west",
+                quota.clone(),
+                200,
+            ),
+            (
+                "POST",
+                "/v1/admin/tenants/acme/projects",
+                json!({"project": "web"}),
+                201,
+            ),
+            (
+                "PUT",
+                "/v1/admin/tenants/acme/projects/web/quotas/eu-west",
+                quota,
+                200,
+            ),
+        ] {
+            let (status, answer) = self.call(method, path, &admin, Some(body)).await;
+            assert_eq!(status, want, "{method} {path}: {answer}");
+        }
+    }
+
     async fn call(
         &self,
         method: &str,
@@ -526,41 +556,9 @@ fn cookie_value(token: &str) -> String {
 async fn a_tenants_status_page_shows_no_admin_fields() {
     let w = StatusWorld::new().await;
     let admin = w.world.admin_token().to_string();
-    let (status, tenant) = w
-        .call(
-            "POST",
-            "/v1/admin/tenants",
-            &admin,
-            Some(json!({"tenant": "acme"})),
-        )
-        .await;
-    assert_eq!(status, 201, "{tenant}");
     // A project with a quota in eu-west: a tenant's page shows only the regions where it has
     // one (us-east is not on it).
-    let quota = json!({"cpu": "2"});
-    for (method, path, body, want) in [
-        (
-            "PUT",
-            "/v1/admin/tenants/acme/caps/eu-west",
-            quota.clone(),
-            200,
-        ),
-        (
-            "POST",
-            "/v1/admin/tenants/acme/projects",
-            json!({"project": "web"}),
-            201,
-        ),
-        (
-            "PUT",
-            "/v1/admin/tenants/acme/projects/web/quotas/eu-west",
-            quota,
-            200,
-        ),
-    ] {
-        let (status, answer) = w.call(method, path, &admin, Some(body)).await;
-        assert_eq!(status, want, "{method} {path}: {answer}");
-    }
+    w.acme_with_web_in_eu_west(json!({"cpu": "2"})).await;
     let mint = || async {
         let (status, minted) = w
             .call(

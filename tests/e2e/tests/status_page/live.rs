@@ -39,30 +39,8 @@ async fn world(plane: Plane) -> (StatusWorld, String) {
     .await;
     must("DELETE", "/v1/admin/regions/af-south", None, 200).await;
     // acme has a project with a quota in eu-west: its page shows that region's zones.
-    let quota = json!({"cpu": "2", "memory": "4Gi"});
-    for (method, path, body, want) in [
-        ("POST", "/v1/admin/tenants", json!({"tenant": "acme"}), 201),
-        (
-            "PUT",
-            "/v1/admin/tenants/acme/caps/eu-west",
-            quota.clone(),
-            200,
-        ),
-        (
-            "POST",
-            "/v1/admin/tenants/acme/projects",
-            json!({"project": "web"}),
-            201,
-        ),
-        (
-            "PUT",
-            "/v1/admin/tenants/acme/projects/web/quotas/eu-west",
-            quota,
-            200,
-        ),
-    ] {
-        must(method, path, Some(body), want).await;
-    }
+    w.acme_with_web_in_eu_west(json!({"cpu": "2", "memory": "4Gi"}))
+        .await;
     let minted = must(
         "POST",
         "/v1/admin/tenants/acme/tokens",
