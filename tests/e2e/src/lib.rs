@@ -18,6 +18,7 @@ pub mod pg_datapath;
 pub mod postgres;
 pub mod providers;
 pub mod raw_api;
+pub mod resilience;
 pub mod workloads;
 pub mod world;
 pub mod x509;

@@ -66,6 +66,23 @@ impl Bins {
     pub fn agent(&self) -> &'static Path {
         Path::new(self.agent)
     }
+
+    /// The binaries in `dir`, for a program that is not a test (a benchmark finds them beside
+    /// itself); the two paths live as long as the program.
+    pub fn in_folder(dir: &Path) -> Self {
+        let leak = |name: &str| -> &'static str {
+            Box::leak(
+                dir.join(name)
+                    .to_string_lossy()
+                    .into_owned()
+                    .into_boxed_str(),
+            )
+        };
+        Self {
+            control_plane: leak("e2e-control-plane"),
+            agent: leak("e2e-agent"),
+        }
+    }
 }
 
 /// The e2e binaries ([`Bins`]), named once for every test.

@@ -32,13 +32,14 @@ type BenchResult<T> = Result<T, String>;
 /// The benchmarks `all` runs, in order: name and binary. `agents` on the command line runs
 /// both agent runs: 10,000 agents on one process (memory per connection, the restart storm)
 /// and the most one process can hold (100,000 asked).
-const BENCHES: [(&str, &str); 6] = [
+const BENCHES: [(&str, &str); 7] = [
     ("apply", "bench_apply"),
     ("wait", "bench_wait"),
     ("render", "bench_render"),
     ("agents", "bench_agents"),
     ("agents-ha", "bench_agents"),
     ("agents-scale", "bench_agents"),
+    ("resilience", "bench_resilience"),
 ];
 
 struct Options {
@@ -52,7 +53,7 @@ struct Options {
     scale_agents: Option<String>,
 }
 
-const USAGE: &str = "usage: bench all|apply|wait|render|agents|hostile [--tiny] [--runs N] [--objects N[,N...]] [--deployments N] [--hosts N] [--agents N] [--scale-agents N]";
+const USAGE: &str = "usage: bench all|apply|wait|render|agents|resilience|hostile [--tiny] [--runs N] [--objects N[,N...]] [--deployments N] [--hosts N] [--agents N] [--scale-agents N]";
 
 fn parse_args() -> BenchResult<Options> {
     let mut args = std::env::args().skip(1);
@@ -177,6 +178,15 @@ fn child_args(name: &str, o: &Options) -> Vec<String> {
                 ["--heartbeat-s", "5", "--window-s", "5"].map(String::from)
             });
             a
+        }
+        // A black-holed flow, a crowd at the descriptor limit, a database restart (issue 32
+        // part 4); tiny shrinks the crowd and the callers.
+        "resilience" => {
+            if o.tiny {
+                vec!["--tiny".into()]
+            } else {
+                Vec::new()
+            }
         }
         // The most agents one process holds (100,000 asked). Tiny: 3 replicas behind haproxy,
         // so CI keeps that path working too.

@@ -731,14 +731,24 @@ async fn bench() -> BenchResult<()> {
     }
     spawn_agents(&sim, local, 0, sources, &addrs, &gate, &failures).await?;
     let deadline = Instant::now() + Duration::from_secs(600);
+    // When the agents are not all in by the bound: an error, unless the run measures how many
+    // are held (the scale run), which then goes on with those in and says so in its figure.
+    let mut not_all_in = None;
     while welcomed.load(Ordering::Relaxed) + failures.load(Ordering::Relaxed) < o.agents {
         if Instant::now() > deadline {
-            return Err(format!(
-                "agents did not all connect within 10 minutes: {} welcomed, {} gave up, of {}",
+            let why = format!(
+                "{} welcomed and {} gave up of {} when the 10-minute connect bound passed (load average {})",
                 welcomed.load(Ordering::Relaxed),
                 failures.load(Ordering::Relaxed),
-                o.agents
-            ));
+                o.agents,
+                load_average()
+            );
+            if !o.figures.iter().any(|f| f == "held") {
+                return Err(format!("agents did not all connect: {why}"));
+            }
+            println!("not every agent is in: {why}; measuring those that are");
+            not_all_in = Some(why);
+            break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -913,6 +923,7 @@ async fn bench() -> BenchResult<()> {
     // time until every agent is healthy, with their backoff running all along.
     let mut outage = None;
     if o.figures.iter().any(|f| f == "outage")
+        && not_all_in.is_none()
         && let Deployment::Replicated(r, _) = &mut deployment
     {
         let before = reconnects.load(Ordering::Relaxed);
@@ -1075,9 +1086,10 @@ async fn bench() -> BenchResult<()> {
             "key": "memory",
             "figure": format!("memory per agent connection at {n} agents"),
             "peer": "Go + gorilla/websocket ≈ 41 KiB",
-            "goal": "≤ 16 KiB",
-            "measured": format!("{per_conn:.1} KiB"),
-            "met": per_conn <= 16.0 && n >= 10_000,
+            // Issue 32's goal (issue 18 asked for 16 KiB).
+            "goal": "≤ 12 KiB",
+            "measured": format!("{per_conn:.1} KiB (resident memory added per connection)"),
+            "met": per_conn <= 12.0 && n >= 10_000,
         }),
         if n_cp > 1 {
             // Across replicas: every agent held and healthy, with the replicas' memory per
@@ -1088,12 +1100,13 @@ async fn bench() -> BenchResult<()> {
                 "peer": "Rancher ≈ 2,000 clusters per server; ACM hub 3,500",
                 "goal": "100,000",
                 "measured": format!(
-                    "{healthy} healthy of {n} ({} per replica); {per_conn:.1} KiB per connection; control plane CPU {cp_cpu:.1} % of one core for {:.0} heartbeats/s; PostgreSQL {}{cut}",
+                    "{healthy} healthy of {n} ({} per replica){}; {per_conn:.1} KiB per connection; control plane CPU {cp_cpu:.1} % of one core for {:.0} heartbeats/s; PostgreSQL {}{cut}",
                     held.iter().map(usize::to_string).collect::<Vec<_>>().join(" / "),
+                    not_all_in.as_ref().map(|why| format!(": {why}")).unwrap_or_default(),
                     n as f64 / o.heartbeat_s as f64,
                     db_load.as_deref().unwrap_or("not measured")
                 ),
-                "met": healthy >= 100_000 && healthy == n,
+                "met": healthy >= 100_000 && healthy == n && not_all_in.is_none(),
             })
         } else {
             serde_json::json!({
@@ -1163,6 +1176,16 @@ async fn bench() -> BenchResult<()> {
             "met": (*healthy_again - *down).as_secs_f64() <= goal_s,
         }));
     }
+    if let (None, Some(why)) = (&outage, &not_all_in) {
+        figures.push(serde_json::json!({
+            "key": "outage",
+            "figure": format!("all agents healthy after every replica was killed at once ({n_cp} replicas, {} agents)", o.agents),
+            "peer": "-",
+            "goal": "≤ 60 s after the control plane is back",
+            "measured": format!("not measured: {why}"),
+            "met": false,
+        }));
+    }
     figures.retain(|f| o.figures.iter().any(|k| f["key"] == k.as_str()));
     println!(
         "BENCH {}",
@@ -1171,4 +1194,12 @@ async fn bench() -> BenchResult<()> {
     DONE.store(true, Ordering::Relaxed);
     drop(deployment);
     Ok(())
+}
+
+/// The machine's 1-minute load average, as `/proc/loadavg` says it (`unknown` when unreadable).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".into())
 }

@@ -391,6 +391,10 @@ const STEPS: [&str; 8] = [
     "kubectl diff (10% changed)",
 ];
 
+/// How far above the server-bound floor a first apply may be (issue 32): it cannot skip a
+/// request, so the floor is what it is measured against.
+const FIRST_APPLY_FLOOR_SLACK: f64 = 1.1;
+
 /// Each ratio: what it measures, Harmony's step, kubectl's step, the peer, the goal.
 const RATIOS: [(&str, usize, usize, &str, f64); 4] = [
     (
@@ -690,10 +694,20 @@ async fn run(options: Options) -> BenchResult<()> {
                 .map(|t| t[h].wall.as_secs_f64() / t[k].wall.as_secs_f64())
                 .collect();
             let (_, lo, hi) = stats(per_run);
-            let met = ratio <= goal;
             // The server's work for Harmony's requests, spread perfectly over every core, is
-            // the least wall time Harmony's step could take on this machine.
+            // the least wall time Harmony's step could take on this machine; Harmony's own CPU
+            // runs on the same cores, which the second floor adds.
             let floor = server_cpu(h) / cores as f64 / stats(secs(k)).0;
+            let machine_floor = (server_cpu(h) + client_cpu(h)) / cores as f64 / stats(secs(k)).0;
+            // A first apply must create every object, one request each: issue 32's goal for it
+            // is to stay within 1.1× of the server-bound floor when the ratio cannot be met.
+            let first = h == 0;
+            let met = ratio <= goal || (first && ratio <= FIRST_APPLY_FLOOR_SLACK * floor);
+            let goal_text = if first {
+                format!("≤ {goal}×, or ≤ {FIRST_APPLY_FLOOR_SLACK}× the server-bound floor")
+            } else {
+                format!("≤ {goal}×")
+            };
             out.push(format!(
                 "{:<40} {ratio:>6.2}× ({lo:.2} / {hi:.2})  goal ≤ {goal}×: {}; server-bound floor {floor:.2}× (API server CPU {:.2} s for Harmony, {:.2} s for kubectl)",
                 format!("{label}, {n} objects"),
@@ -704,14 +718,16 @@ async fn run(options: Options) -> BenchResult<()> {
             figures.push(json!({
                 "figure": format!("{label}, {n} objects"),
                 "peer": peer,
-                "goal": format!("≤ {goal}×"),
+                "goal": goal_text,
                 "measured": format!(
-                    "{ratio:.2}× ({:.2} s / {:.2} s; median of {} run(s), per-run {lo:.2}–{hi:.2}); API server CPU {:.2} s for Harmony's requests, {:.2} s for kubectl's: floor {floor:.2}× on {cores} core(s)",
+                    "{ratio:.2}× ({:.2} s / {:.2} s; median of {} run(s), per-run {lo:.2}–{hi:.2}); API server CPU {:.2} s for Harmony's requests, {:.2} s for kubectl's: floor {floor:.2}× on {cores} core(s), so {:.2}× the floor; with Harmony's own CPU ({:.2} s) on the same cores {machine_floor:.2}×",
                     stats(secs(h)).0,
                     stats(secs(k)).0,
                     options.runs,
                     server_cpu(h),
-                    server_cpu(k)
+                    server_cpu(k),
+                    ratio / floor,
+                    client_cpu(h)
                 ),
                 "met": met,
             }));
