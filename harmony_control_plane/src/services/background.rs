@@ -163,15 +163,15 @@ async fn tend_instances(cp: Arc<ControlPlane>) {
 }
 
 /// Records the zones' time-based health changes (a heartbeat late, a zone unavailable) and
-/// any change a hook missed.
+/// any change a hook missed, on the replica holding the sweep's turn.
 async fn sweep_zone_states(cp: Arc<ControlPlane>) {
     let mut tick = tokio::time::interval(zone_states::sweep_interval(&cp.settings.policy));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        match zone_states::sweep(&cp).await {
-            Ok(0) => {}
-            Ok(n) => log::debug!("{n} zone state change(s) recorded"),
+        match zone_states::sweep_in_turn(&cp).await {
+            Ok(None | Some(0)) => {}
+            Ok(Some(n)) => log::debug!("{n} zone state change(s) recorded"),
             Err(e) => log_store(e),
         }
     }

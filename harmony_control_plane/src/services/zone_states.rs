@@ -215,6 +215,32 @@ pub async fn sweep(cp: &ControlPlane) -> Result<usize, StoreError> {
     Ok(written)
 }
 
+/// The job name of the sweep's turn ([`StatusStore::take_turn`](crate::store::StatusStore)).
+pub const SWEEP_TURN: &str = "zone-state sweep";
+
+/// Sweeps when this replica has the sweep's turn; `Ok(None)` while another replica has it.
+/// Every replica could sweep (the writes are conditional), but each sweep reads every zone,
+/// session and state row and tries each change: with N replicas, N times the work for the
+/// same result (measured while 12,000 agents bootstrapped on 6 replicas, the zone-state
+/// upserts were PostgreSQL's costliest statement). One replica holds the turn and renews it on
+/// each sweep; when it stops, another takes over once its lease (three intervals) runs out.
+pub async fn sweep_in_turn(cp: &ControlPlane) -> Result<Option<usize>, StoreError> {
+    let lease = sweep_interval(&cp.settings.policy) * 3;
+    let mine = cp
+        .store
+        .take_turn(
+            SWEEP_TURN,
+            &cp.settings.replica_id,
+            now_ms(),
+            lease.as_millis() as i64,
+        )
+        .await?;
+    if !mine {
+        return Ok(None);
+    }
+    sweep(cp).await.map(Some)
+}
+
 /// How often each replica sweeps: its heartbeat interval, within 1 s and 5 s. A sweep reads
 /// every zone and session row, so not more often; the times it records are the thresholds'
 /// crossings whenever it runs, and a zone's view shows the change before it is recorded.

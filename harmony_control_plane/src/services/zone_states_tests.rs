@@ -302,3 +302,31 @@ async fn a_late_heartbeat_is_recorded_from_when_the_threshold_was_crossed() {
     assert!(s.reason.ends_with(" (limit 120 ms)"), "{}", s.reason);
     drop(opened);
 }
+
+#[tokio::test]
+async fn one_replica_at_a_time_sweeps_and_another_takes_over_when_its_lease_runs_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("cp.sqlite")).unwrap());
+    let replica = |id: &str| {
+        ControlPlane::new(
+            store.clone(),
+            Settings {
+                replica_id: id.into(),
+                ..quick()
+            },
+        )
+    };
+    let (a, b) = (replica("cp-a"), replica("cp-b"));
+    regions::create(&a, "eu", "z", None).await.unwrap();
+    // The first to ask sweeps (the new zone's state), and keeps the turn on its next sweep;
+    // the other does nothing meanwhile.
+    assert_eq!(sweep_in_turn(&a).await.unwrap(), Some(1));
+    assert_eq!(sweep_in_turn(&b).await.unwrap(), None);
+    assert_eq!(sweep_in_turn(&a).await.unwrap(), Some(0));
+    assert_eq!(sweep_in_turn(&b).await.unwrap(), None);
+    // a stops sweeping: b takes over once a's lease (three sweep intervals) has run out.
+    let lease = sweep_interval(&quick().policy) * 3;
+    tokio::time::sleep(lease + Duration::from_millis(20)).await;
+    assert_eq!(sweep_in_turn(&b).await.unwrap(), Some(0));
+    assert_eq!(sweep_in_turn(&a).await.unwrap(), None);
+}

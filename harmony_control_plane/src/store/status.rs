@@ -89,6 +89,16 @@ pub trait StatusStore: Send + Sync {
     async fn record_zone_state(&self, s: &ZoneState) -> Result<bool, StoreError>;
     /// Every zone's state, by region and zone.
     async fn zone_states(&self) -> Result<Vec<ZoneState>, StoreError>;
+    /// Takes the turn at `job` for `holder` until `now + lease_ms`, or renews it when `holder`
+    /// has it: one replica at a time does work every replica could (the sweep), and another
+    /// takes over once the holder's lease runs out. `Ok(false)` while another's lease runs.
+    async fn take_turn(
+        &self,
+        job: &str,
+        holder: &str,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<bool, StoreError>;
     /// The last `limit` transitions of a zone, newest first.
     async fn zone_history(
         &self,

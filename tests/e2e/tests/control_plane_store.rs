@@ -121,6 +121,7 @@ contract!(
     sessions_and_requests_are_kept_per_zone,
     concurrent_calls_each_get_the_answer_they_would_get_alone,
     zone_states_change_once_and_never_to_an_older_observation,
+    a_turn_is_held_by_one_holder_until_its_lease_runs_out,
     request_summaries_are_listed_per_zone_and_tenant_with_their_failure,
     progress_keeps_the_last_lines_of_unanswered_requests_of_their_zone,
 );

@@ -1,6 +1,7 @@
 //! The request path's calls, combined ([`super::combine`]) into one statement per kind while
 //! a previous one runs: what a burst of requests sends most (ADR 0027).
 
+use super::cached::Cached;
 use deadpool_postgres::Pool;
 use std::sync::Arc;
 use std::time::Duration;
@@ -135,7 +136,7 @@ impl Batched {
                 let items: Vec<String> = items;
                 // One round trip, one notification per event (each payload fits one NOTIFY).
                 match c
-                    .execute(
+                    .execute_cached(
                         "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
                         &[&CHANNEL, &items],
                     )

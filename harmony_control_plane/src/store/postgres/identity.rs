@@ -1,6 +1,7 @@
 //! Regions, bootstrap tokens and identities in PostgreSQL. The statements SQLite shares are in
 //! [`crate::store::sql`]; the ones here are PostgreSQL's own.
 
+use super::cached::Cached;
 use deadpool_postgres::{Client, GenericClient};
 use tokio_postgres::Row;
 
@@ -13,7 +14,7 @@ use crate::store::{
 
 pub(super) async fn zones(c: &Client) -> Result<Vec<ZoneRecord>, Error> {
     let rows = c
-        .query(
+        .query_cached(
             &format!("{} ORDER BY z.region, {ZONE_ORDER}", ZONE_SELECT.postgres),
             &[],
         )
@@ -40,7 +41,7 @@ fn zone_rows(rows: &[tokio_postgres::Row]) -> Result<Vec<ZoneRecord>, Error> {
 /// one upsert from the region's row (SQLite reads the region first).
 pub(super) async fn add_zone(c: &Client, region: &str, zone: &str) -> Result<bool, Error> {
     let n = c
-        .execute(
+        .execute_cached(
             "INSERT INTO zones (region, zone, created_at)
              SELECT name, $2, $3 FROM regions WHERE name = $1 AND decommissioned_at IS NULL
              ON CONFLICT (region, zone) DO UPDATE
@@ -60,14 +61,14 @@ pub(super) async fn decommission_zone(
     let tx = c.transaction().await?;
     let now = now_ms();
     let n = tx
-        .execute(sql::DECOMMISSION_ZONE.postgres, &[&region, &zone, &now])
+        .execute_cached(sql::DECOMMISSION_ZONE.postgres, &[&region, &zone, &now])
         .await?;
-    tx.execute(
+    tx.execute_cached(
         sql::REVOKE_ZONE_IDENTITIES.postgres,
         &[&region, &zone, &now],
     )
     .await?;
-    tx.execute(
+    tx.execute_cached(
         sql::REVOKE_ZONE_BOOTSTRAP_TOKENS.postgres,
         &[&region, &zone, &now],
     )
@@ -92,7 +93,7 @@ fn region_row(r: &Row) -> Result<RegionRecord, Error> {
 pub(super) async fn create_region(c: &mut Client, region: &str, zone: &str) -> Result<bool, Error> {
     let tx = c.transaction().await?;
     let n = tx
-        .execute(
+        .execute_cached(
             "INSERT INTO regions (name, zone, created_at) VALUES ($1, $2, $3)
              ON CONFLICT (name) DO UPDATE
                SET zone = EXCLUDED.zone, created_at = EXCLUDED.created_at, decommissioned_at = NULL
@@ -101,9 +102,9 @@ pub(super) async fn create_region(c: &mut Client, region: &str, zone: &str) -> R
         )
         .await?;
     if n == 1 {
-        tx.execute(sql::RETIRE_REGION_ZONES.postgres, &[&region, &now_ms()])
+        tx.execute_cached(sql::RETIRE_REGION_ZONES.postgres, &[&region, &now_ms()])
             .await?;
-        tx.execute(sql::COMMISSION_ZONE.postgres, &[&region, &zone, &now_ms()])
+        tx.execute_cached(sql::COMMISSION_ZONE.postgres, &[&region, &zone, &now_ms()])
             .await?;
     }
     tx.commit().await?;
@@ -111,7 +112,7 @@ pub(super) async fn create_region(c: &mut Client, region: &str, zone: &str) -> R
 }
 
 pub(super) async fn regions(c: &Client) -> Result<Vec<RegionRecord>, Error> {
-    let rows = c.query(sql::REGIONS.postgres, &[]).await?;
+    let rows = c.query_cached(sql::REGIONS.postgres, &[]).await?;
     rows.iter().map(region_row).collect()
 }
 
@@ -119,16 +120,16 @@ pub(super) async fn decommission(c: &mut Client, region: &str) -> Result<bool, E
     let tx = c.transaction().await?;
     let now = now_ms();
     let n = tx
-        .execute(sql::DECOMMISSION_REGION.postgres, &[&region, &now])
+        .execute_cached(sql::DECOMMISSION_REGION.postgres, &[&region, &now])
         .await?;
-    tx.execute(sql::REVOKE_REGION_IDENTITIES.postgres, &[&region, &now])
+    tx.execute_cached(sql::REVOKE_REGION_IDENTITIES.postgres, &[&region, &now])
         .await?;
-    tx.execute(
+    tx.execute_cached(
         sql::REVOKE_REGION_BOOTSTRAP_TOKENS.postgres,
         &[&region, &now],
     )
     .await?;
-    tx.execute(sql::DECOMMISSION_REGION_ZONES.postgres, &[&region, &now])
+    tx.execute_cached(sql::DECOMMISSION_REGION_ZONES.postgres, &[&region, &now])
         .await?;
     tx.commit().await?;
     Ok(n == 1)
@@ -144,14 +145,14 @@ pub(super) async fn add_bootstrap(
 ) -> Result<i64, Error> {
     let tx = c.transaction().await?;
     let now = now_ms();
-    tx.execute(
+    tx.execute_cached(
         sql::REVOKE_ZONE_BOOTSTRAP_TOKENS.postgres,
         &[&region, &zone, &now],
     )
     .await?;
     // PostgreSQL's own: the statement returns the new id (SQLite asks the connection).
     let row = tx
-        .query_one(
+        .query_one_cached(
             &format!("{} RETURNING id", sql::INSERT_BOOTSTRAP_TOKEN.postgres),
             &[&region, &zone, &&hash[..], &&salt[..], &now, &expires_at],
         )
@@ -167,7 +168,7 @@ pub(super) async fn check(
     now: i64,
 ) -> Result<Result<Credential, Refusal>, Error> {
     let identity = c
-        .query_opt(sql::IDENTITY_FACTS.postgres, &[&&hash[..]])
+        .query_opt_cached(sql::IDENTITY_FACTS.postgres, &[&&hash[..]])
         .await?;
     if let Some(r) = identity {
         let facts = IdentityFacts {
@@ -180,7 +181,7 @@ pub(super) async fn check(
         return Ok(facts.decide(now));
     }
     let bootstrap = c
-        .query_opt(sql::BOOTSTRAP_FACTS.postgres, &[&&hash[..]])
+        .query_opt_cached(sql::BOOTSTRAP_FACTS.postgres, &[&&hash[..]])
         .await?;
     let Some(r) = bootstrap else {
         return Ok(Err(Refusal::Unknown));
@@ -214,13 +215,13 @@ pub(super) async fn exchange(
     // A concurrent exchange of the same token waits on the row lock, then sees it used and
     // finds the identity the first one stored.
     let n = tx
-        .execute(
+        .execute_cached(
             sql::USE_BOOTSTRAP_TOKEN.postgres,
             &[&bootstrap_id, &region, &now],
         )
         .await?;
     let outcome = if n == 1 {
-        tx.execute(
+        tx.execute_cached(
             sql::ISSUE_IDENTITY.postgres,
             &[
                 &region,
@@ -234,7 +235,7 @@ pub(super) async fn exchange(
         Exchange::Issued
     } else {
         let again = tx
-            .query_opt(
+            .query_opt_cached(
                 sql::UNUSED_IDENTITY_OF_TOKEN.postgres,
                 &[&bootstrap_id, &region, &&identity_hash[..]],
             )
@@ -251,7 +252,7 @@ pub(super) async fn exchange(
 }
 
 pub(super) async fn mark_identity_used(c: &Client, hash: &[u8; 32], now: i64) -> Result<(), Error> {
-    c.execute(sql::MARK_IDENTITY_USED.postgres, &[&&hash[..], &now])
+    c.execute_cached(sql::MARK_IDENTITY_USED.postgres, &[&&hash[..], &now])
         .await?;
     Ok(())
 }
@@ -271,7 +272,7 @@ pub(super) async fn rotate_identity(
 ) -> Result<bool, Error> {
     let tx = c.transaction().await?;
     let n = tx
-        .execute(
+        .execute_cached(
             sql::RETIRE_IDENTITY.postgres,
             &[&region, &&old[..], &now, &old_valid_until],
         )
@@ -279,7 +280,7 @@ pub(super) async fn rotate_identity(
     if n != 1 {
         return Ok(false);
     }
-    tx.execute(
+    tx.execute_cached(
         sql::ROTATED_IDENTITY.postgres,
         &[&region, &&new[..], &now_ms(), &new_expires_at, &&old[..]],
     )
@@ -294,7 +295,7 @@ pub(super) async fn regions_named(
     names: &[String],
 ) -> Result<std::collections::HashMap<String, RegionRecord>, Error> {
     let rows = c
-        .query(
+        .query_cached(
             &format!("{REGION_SELECT} WHERE r.name = ANY($1)"),
             &[&names],
         )
@@ -311,7 +312,7 @@ pub(super) async fn zones_of_regions(
     regions: &[String],
 ) -> Result<std::collections::HashMap<String, Vec<ZoneRecord>>, Error> {
     let rows = c
-        .query(
+        .query_cached(
             &format!(
                 "{} WHERE z.region = ANY($1) ORDER BY z.region, {ZONE_ORDER}",
                 ZONE_SELECT.postgres

@@ -1,7 +1,8 @@
 //! Durable requests in PostgreSQL. The statements SQLite shares are in [`crate::store::sql`];
 //! the batched forms are PostgreSQL's own.
 
-use deadpool_postgres::{Client, GenericClient};
+use super::cached::Cached;
+use deadpool_postgres::Client;
 use std::collections::HashMap;
 use tokio_postgres::Row;
 
@@ -34,7 +35,7 @@ fn row(r: &Row) -> Result<RequestRecord, Error> {
 }
 
 pub(super) async fn one(c: &Client, id: &str) -> Result<Option<RequestRecord>, Error> {
-    let r = c.query_opt(sql::REQUEST.postgres, &[&id]).await?;
+    let r = c.query_opt_cached(sql::REQUEST.postgres, &[&id]).await?;
     r.as_ref().map(row).transpose()
 }
 
@@ -43,7 +44,7 @@ pub(super) async fn one(c: &Client, id: &str) -> Result<Option<RequestRecord>, E
 pub(super) async fn submit(c: &Client, r: &NewRequest) -> Result<Submitted, Error> {
     for _ in 0..3 {
         let n = c
-            .execute(
+            .execute_cached(
                 sql::SUBMIT_REQUEST.postgres,
                 &[
                     &r.id,
@@ -82,7 +83,7 @@ pub(super) async fn finish(
 ) -> Result<bool, Error> {
     let error = crate::store::status::failure_of(res_json);
     let n = c
-        .execute(
+        .execute_cached(
             sql::FINISH_REQUEST.postgres,
             &[&id, &state.as_str(), &res_json, &now, &error],
         )
@@ -91,16 +92,16 @@ pub(super) async fn finish(
 }
 
 pub(super) async fn prune(c: &Client, older_than: i64) -> Result<u64, Error> {
-    c.execute(sql::PRUNE_PROGRESS.postgres, &[&older_than])
+    c.execute_cached(sql::PRUNE_PROGRESS.postgres, &[&older_than])
         .await?;
     let n = c
-        .execute(sql::PRUNE_REQUESTS.postgres, &[&older_than])
+        .execute_cached(sql::PRUNE_REQUESTS.postgres, &[&older_than])
         .await?;
     Ok(n)
 }
 
 pub(super) async fn unanswered_counts(c: &Client) -> Result<HashMap<(String, String), u64>, Error> {
-    let rows = c.query(sql::UNANSWERED_COUNTS.postgres, &[]).await?;
+    let rows = c.query_cached(sql::UNANSWERED_COUNTS.postgres, &[]).await?;
     rows.iter()
         .map(|r| {
             Ok((
@@ -115,7 +116,7 @@ pub(super) async fn unanswered_counts(c: &Client) -> Result<HashMap<(String, Str
 /// the table's).
 pub(super) async fn queued_zones(c: &Client) -> Result<Vec<(String, String)>, Error> {
     let rows = c
-        .query(
+        .query_cached(
             "SELECT DISTINCT region, COALESCE(zone, '') FROM requests WHERE state = 'queued'
              ORDER BY 1, 2",
             &[],
@@ -145,7 +146,7 @@ pub(super) async fn submit_many(c: &Client, rs: &[NewRequest]) -> Result<Vec<Sub
     let hashes: Vec<&[u8]> = fresh.iter().map(|r| &r.body_hash[..]).collect();
     let created: Vec<i64> = fresh.iter().map(|r| r.created_at).collect();
     let rows = c
-        .query(
+        .query_cached(
             "INSERT INTO requests (id, region, op, params, body_hash, state, created_at,
                  tenant, project, project_json, zone)
              SELECT t.id, t.region, t.op, t.params, t.hash, 'queued', t.created_at,
@@ -193,7 +194,7 @@ pub(super) async fn many(
     ids: &[String],
 ) -> Result<HashMap<String, RequestRecord>, Error> {
     let rows = c
-        .query(
+        .query_cached(
             &format!("SELECT {COLUMNS} FROM requests WHERE id = ANY($1)"),
             &[&ids],
         )
@@ -214,7 +215,7 @@ pub(super) async fn mark_sent_many(
     let ids: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
     let at: Vec<i64> = sent.iter().map(|(_, now)| *now).collect();
     let rows = c
-        .query(
+        .query_cached(
             "UPDATE requests r SET state = 'sent', sent_at = t.now,
                  deliveries = r.deliveries + 1
              FROM (SELECT DISTINCT ON (id) id, now
@@ -249,7 +250,7 @@ pub(super) async fn finish_many(c: &Client, answers: &[Finish]) -> Result<Vec<bo
         .map(|a| crate::store::status::failure_of(&a.2))
         .collect();
     let rows = c
-        .query(
+        .query_cached(
             "UPDATE requests r SET state = t.state, res = t.res, completed_at = t.now,
                  error = t.error
              FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[])
@@ -276,7 +277,7 @@ pub(super) async fn unanswered_many(
     let regions: Vec<&str> = keys.iter().map(|k| k.0.as_str()).collect();
     let zones: Vec<&str> = keys.iter().map(|k| k.1.as_str()).collect();
     let rows = c
-        .query(
+        .query_cached(
             &format!(
                 "SELECT {COLUMNS} FROM requests
                  WHERE (region, zone) IN (SELECT * FROM unnest($1::text[], $2::text[]))

@@ -1,7 +1,8 @@
 //! Service instances in PostgreSQL: every state change is one compare-and-set statement on
 //! (state, attempts). The statements SQLite shares are in [`crate::store::sql`].
 
-use deadpool_postgres::{Client, GenericClient};
+use super::cached::Cached;
+use deadpool_postgres::Client;
 use harmony_agent_protocol::InstanceState;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -41,14 +42,14 @@ fn one_row(r: Option<Row>) -> Result<Option<ServiceRecord>, Error> {
 }
 
 pub(super) async fn one(c: &Client, id: &str) -> Result<Option<ServiceRecord>, Error> {
-    let r = c.query_opt(sql::SERVICE.postgres, &[&id]).await?;
+    let r = c.query_opt_cached(sql::SERVICE.postgres, &[&id]).await?;
     one_row(r)
 }
 
 /// PostgreSQL's own `ON CONFLICT (id) DO NOTHING` (SQLite: `INSERT OR IGNORE`).
 pub(super) async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Error> {
     let n = c
-        .execute(
+        .execute_cached(
             &format!(
                 "INSERT INTO service_instances ({COLUMNS})
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13,
@@ -78,7 +79,7 @@ pub(super) async fn insert(c: &Client, rec: &ServiceRecord) -> Result<bool, Erro
 }
 
 pub(super) async fn all(c: &Client) -> Result<Vec<ServiceRecord>, Error> {
-    let rows = c.query(sql::SERVICES.postgres, &[]).await?;
+    let rows = c.query_cached(sql::SERVICES.postgres, &[]).await?;
     rows.iter().map(row).collect()
 }
 
@@ -87,13 +88,15 @@ pub(super) async fn in_state(
     state: InstanceState,
 ) -> Result<Vec<ServiceRecord>, Error> {
     let rows = c
-        .query(sql::SERVICES_IN_STATE.postgres, &[&state.as_str()])
+        .query_cached(sql::SERVICES_IN_STATE.postgres, &[&state.as_str()])
         .await?;
     rows.iter().map(row).collect()
 }
 
 pub(super) async fn live_by_region(c: &Client) -> Result<HashMap<String, usize>, Error> {
-    let rows = c.query(sql::LIVE_SERVICES_BY_REGION.postgres, &[]).await?;
+    let rows = c
+        .query_cached(sql::LIVE_SERVICES_BY_REGION.postgres, &[])
+        .await?;
     rows.iter()
         .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)?.max(0) as usize)))
         .collect()
@@ -105,7 +108,7 @@ pub(super) async fn claim_queued(
     detail: &str,
 ) -> Result<Option<ServiceRecord>, Error> {
     let r = c
-        .query_opt(
+        .query_opt_cached(
             &format!("{} RETURNING {COLUMNS}", sql::CLAIM_QUEUED.postgres),
             &[&id, &detail, &now_ms()],
         )
@@ -114,7 +117,9 @@ pub(super) async fn claim_queued(
 }
 
 pub(super) async fn cancel_queued(c: &Client, id: &str) -> Result<bool, Error> {
-    let n = c.execute(sql::CANCEL_QUEUED.postgres, &[&id]).await?;
+    let n = c
+        .execute_cached(sql::CANCEL_QUEUED.postgres, &[&id])
+        .await?;
     Ok(n == 1)
 }
 
@@ -126,7 +131,7 @@ pub(super) async fn next_attempt(
     detail: &str,
 ) -> Result<Option<ServiceRecord>, Error> {
     let r = c
-        .query_opt(
+        .query_opt_cached(
             &format!("{} RETURNING {COLUMNS}", sql::NEXT_ATTEMPT.postgres),
             &[
                 &id,
@@ -152,7 +157,7 @@ pub(super) async fn settle(
         .as_ref()
         .map(|o| Value::Object(o.clone()).to_string());
     let n = c
-        .execute(
+        .execute_cached(
             sql::SETTLE.postgres,
             &[
                 &id,
@@ -175,7 +180,7 @@ pub(super) async fn remove_if(
     from: (InstanceState, u32),
 ) -> Result<bool, Error> {
     let n = c
-        .execute(
+        .execute_cached(
             sql::REMOVE_SERVICE_IF.postgres,
             &[&id, &from.0.as_str(), &i64::from(from.1)],
         )
@@ -185,7 +190,7 @@ pub(super) async fn remove_if(
 
 pub(super) async fn remove(c: &Client, id: &str, region: &str) -> Result<bool, Error> {
     let n = c
-        .execute(sql::REMOVE_SERVICE.postgres, &[&id, &region])
+        .execute_cached(sql::REMOVE_SERVICE.postgres, &[&id, &region])
         .await?;
     Ok(n == 1)
 }

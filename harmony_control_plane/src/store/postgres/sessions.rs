@@ -1,7 +1,8 @@
 //! Session rows (one per region and zone) in PostgreSQL. The statements SQLite shares are in
 //! [`crate::store::sql`]; the batched forms are PostgreSQL's own.
 
-use deadpool_postgres::{Client, GenericClient};
+use super::cached::Cached;
+use deadpool_postgres::Client;
 use tokio_postgres::Row;
 
 use super::Error;
@@ -28,7 +29,7 @@ fn row(r: &Row) -> Result<SessionRecord, Error> {
 pub(super) async fn open(c: &Client, s: &SessionRecord) -> Result<bool, Error> {
     let max_frame = i64::try_from(s.max_frame_bytes).unwrap_or(i64::MAX);
     let n = c
-        .execute(
+        .execute_cached(
             sql::OPEN_SESSION.postgres,
             &[
                 &s.region,
@@ -58,7 +59,7 @@ pub(super) async fn heartbeats(c: &Client, beats: &[Heartbeat]) -> Result<u64, E
     let ats: Vec<i64> = merged.iter().map(|b| b.at).collect();
     let statuses: Vec<Option<&str>> = merged.iter().map(|b| b.status_json.as_deref()).collect();
     let n = c
-        .execute(
+        .execute_cached(
             "UPDATE sessions s SET last_heartbeat_at = GREATEST(s.last_heartbeat_at, b.at),
                  status_json = COALESCE(b.status, s.status_json)
              FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[]) AS b(region, conn, at, status)
@@ -76,7 +77,7 @@ pub(super) async fn services(
     services_json: &str,
 ) -> Result<bool, Error> {
     let n = c
-        .execute(
+        .execute_cached(
             sql::SESSION_SERVICES.postgres,
             &[&region, &conn, &services_json],
         )
@@ -86,20 +87,20 @@ pub(super) async fn services(
 
 pub(super) async fn close(c: &Client, region: &str, conn: &str, now: i64) -> Result<bool, Error> {
     let n = c
-        .execute(sql::CLOSE_SESSION.postgres, &[&region, &conn, &now])
+        .execute_cached(sql::CLOSE_SESSION.postgres, &[&region, &conn, &now])
         .await?;
     Ok(n == 1)
 }
 
 pub(super) async fn close_replica(c: &Client, replica: &str, now: i64) -> Result<u64, Error> {
     let n = c
-        .execute(sql::CLOSE_REPLICA_SESSIONS.postgres, &[&replica, &now])
+        .execute_cached(sql::CLOSE_REPLICA_SESSIONS.postgres, &[&replica, &now])
         .await?;
     Ok(n)
 }
 
 pub(super) async fn all(c: &Client) -> Result<Vec<SessionRecord>, Error> {
-    let rows = c.query(sql::SESSIONS.postgres, &[]).await?;
+    let rows = c.query_cached(sql::SESSIONS.postgres, &[]).await?;
     rows.iter().map(row).collect()
 }
 
@@ -110,7 +111,7 @@ pub(super) async fn of_regions(
     regions: &[String],
 ) -> Result<std::collections::HashMap<String, Vec<SessionRecord>>, Error> {
     let rows = c
-        .query(
+        .query_cached(
             &format!("SELECT {COLUMNS} FROM sessions WHERE region = ANY($1) ORDER BY region, zone"),
             &[&regions],
         )
@@ -131,7 +132,7 @@ pub(super) async fn many(
     let regions: Vec<&str> = keys.iter().map(|k| k.0.as_str()).collect();
     let zones: Vec<&str> = keys.iter().map(|k| k.1.as_str()).collect();
     let rows = c
-        .query(
+        .query_cached(
             &format!(
                 "SELECT {COLUMNS} FROM sessions
                  WHERE (region, zone) IN (SELECT * FROM unnest($1::text[], $2::text[]))"

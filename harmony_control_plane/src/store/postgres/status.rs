@@ -3,7 +3,9 @@
 //! turns on the zone's row, and the second finds the health already written. The statements
 //! SQLite shares are in [`crate::store::sql`].
 
-use deadpool_postgres::{Client, GenericClient};
+use super::cached::Cached;
+use deadpool_postgres::Client;
+use std::sync::LazyLock;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -33,6 +35,11 @@ CREATE TABLE IF NOT EXISTS zone_state_history (
     health TEXT NOT NULL,
     reason TEXT NOT NULL,
     since BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS turns (
+    job TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    until BIGINT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS request_progress (
     id TEXT NOT NULL,
@@ -84,29 +91,41 @@ fn progress_row(r: &Row) -> Result<ProgressLine, Error> {
     })
 }
 
-async fn record(c: &mut Client, s: &ZoneState) -> Result<bool, Error> {
-    let tx = c.transaction().await?;
+/// A transition, its history row and the history's trim in one statement (one round trip,
+/// no explicit transaction): PostgreSQL's own, around the shared [`sql::RECORD_ZONE_STATE`]
+/// (`$1`..`$5`). Each zone's agent records two or three transitions as it connects, so with
+/// many agents bootstrapping these were most of the database's round trips when each was a
+/// transaction of three statements. The trim sees the rows from before the statement (as every
+/// part of it does), so it keeps `$6` of them and the new one.
+static RECORD_TRANSITION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH up AS ({} RETURNING region, zone, health, reason, since),
+         added AS (
+            INSERT INTO zone_state_history (region, zone, health, reason, since)
+            SELECT region, zone, health, reason, since FROM up
+            RETURNING n
+         ),
+         trimmed AS (
+            DELETE FROM zone_state_history
+            WHERE EXISTS (SELECT 1 FROM added) AND region = $1 AND zone = $2
+              AND n NOT IN (SELECT n FROM zone_state_history WHERE region = $1 AND zone = $2
+                            ORDER BY n DESC LIMIT $6)
+         )
+         SELECT count(*) FROM up",
+        sql::RECORD_ZONE_STATE.postgres
+    )
+});
+
+async fn record(c: &Client, s: &ZoneState) -> Result<bool, Error> {
     let health = health_word(s.health);
-    let n = tx
-        .execute(
-            sql::RECORD_ZONE_STATE.postgres,
-            &[&s.region, &s.zone, &health, &s.reason, &s.since],
+    let kept = HISTORY_PER_ZONE - 1;
+    let row = c
+        .query_one_cached(
+            &RECORD_TRANSITION,
+            &[&s.region, &s.zone, &health, &s.reason, &s.since, &kept],
         )
         .await?;
-    if n == 1 {
-        tx.execute(
-            sql::ADD_ZONE_HISTORY.postgres,
-            &[&s.region, &s.zone, &health, &s.reason, &s.since],
-        )
-        .await?;
-        tx.execute(
-            sql::TRIM_ZONE_HISTORY.postgres,
-            &[&s.region, &s.zone, &HISTORY_PER_ZONE],
-        )
-        .await?;
-    }
-    tx.commit().await?;
-    Ok(n == 1)
+    Ok(row.try_get::<_, i64>(0)? == 1)
 }
 
 /// The rows `statement` reads with `values`, each made a record by `read`.
@@ -116,7 +135,11 @@ async fn all<T>(
     values: &[&(dyn ToSql + Sync)],
     read: fn(&Row) -> Result<T, Error>,
 ) -> Result<Vec<T>, Error> {
-    c.query(statement, values).await?.iter().map(read).collect()
+    c.query_cached(statement, values)
+        .await?
+        .iter()
+        .map(read)
+        .collect()
 }
 
 impl PostgresStore {
@@ -136,6 +159,22 @@ impl StatusStore for PostgresStore {
     async fn record_zone_state(&self, s: &ZoneState) -> Result<bool, StoreError> {
         self.with("record a zone's state", async |c| record(c, s).await)
             .await
+    }
+
+    async fn take_turn(
+        &self,
+        job: &str,
+        holder: &str,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<bool, StoreError> {
+        self.with("take a turn", async |c| {
+            let n = c
+                .execute_cached(sql::TAKE_TURN.postgres, &[&job, &holder, &now, &lease_ms])
+                .await?;
+            Ok(n == 1)
+        })
+        .await
     }
 
     async fn zone_states(&self) -> Result<Vec<ZoneState>, StoreError> {
@@ -202,7 +241,7 @@ impl StatusStore for PostgresStore {
         );
         self.with("store a progress line", async |c| {
             let stored = c
-                .execute(
+                .execute_cached(
                     sql::ADD_PROGRESS.postgres,
                     &[
                         &id,

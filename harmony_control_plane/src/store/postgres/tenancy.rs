@@ -3,6 +3,7 @@
 //! cap check always sees the other's write. The statements SQLite shares are in
 //! [`crate::store::sql`].
 
+use super::cached::Cached;
 use deadpool_postgres::{Client, GenericClient};
 use harmony_agent_protocol::tenancy::ProjectQuota;
 use std::collections::BTreeMap;
@@ -76,7 +77,7 @@ async fn quota_map(
     sql: &str,
     args: &[&(dyn tokio_postgres::types::ToSql + Sync)],
 ) -> Result<BTreeMap<String, ProjectQuota>, Error> {
-    let rows = c.query(sql, args).await?;
+    let rows = c.query_cached(sql, args).await?;
     rows.iter()
         .map(|r| Ok((r.try_get(0)?, quota(r.try_get(1)?)?)))
         .collect()
@@ -121,7 +122,7 @@ fn token_of(r: &Row) -> Result<TenantTokenRecord, Error> {
 /// there is no such tenant. PostgreSQL's own (SQLite's single connection serialises instead).
 async fn lock_tenant(tx: &deadpool_postgres::Transaction<'_>, name: &str) -> Result<bool, Error> {
     let locking = format!("{} FOR UPDATE", sql::TENANT_EXISTS.postgres);
-    Ok(tx.query_opt(&locking, &[&name]).await?.is_some())
+    Ok(tx.query_opt_cached(&locking, &[&name]).await?.is_some())
 }
 
 async fn create_project(c: &mut Client, p: &ProjectRecord) -> Result<ProjectCreated, Error> {
@@ -131,7 +132,7 @@ async fn create_project(c: &mut Client, p: &ProjectRecord) -> Result<ProjectCrea
     }
     // PostgreSQL's own: the insert first, then why it inserted nothing (SQLite checks first).
     let n = tx
-        .execute(
+        .execute_cached(
             "INSERT INTO projects (tenant, project, namespace, created_at)
              VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
             &[&p.tenant, &p.project, &p.namespace, &p.created_at],
@@ -140,14 +141,14 @@ async fn create_project(c: &mut Client, p: &ProjectRecord) -> Result<ProjectCrea
     let outcome = if n == 1 {
         ProjectCreated::Created
     } else if tx
-        .query_opt(sql::PROJECT_EXISTS.postgres, &[&p.tenant, &p.project])
+        .query_opt_cached(sql::PROJECT_EXISTS.postgres, &[&p.tenant, &p.project])
         .await?
         .is_some()
     {
         ProjectCreated::Exists
     } else {
         let owner = tx
-            .query_opt(sql::NAMESPACE_OWNER.postgres, &[&p.namespace])
+            .query_opt_cached(sql::NAMESPACE_OWNER.postgres, &[&p.namespace])
             .await?
             .map(|r| r.try_get::<_, String>(0))
             .transpose()?
@@ -168,19 +169,19 @@ async fn set_quota(
     let tx = c.transaction().await?;
     if !lock_tenant(&tx, tenant).await?
         || tx
-            .query_opt(sql::PROJECT_EXISTS.postgres, &[&tenant, &project])
+            .query_opt_cached(sql::PROJECT_EXISTS.postgres, &[&tenant, &project])
             .await?
             .is_none()
     {
         return Ok(QuotaSet::NoProject);
     }
     let cap = tx
-        .query_opt(sql::TENANT_CAP.postgres, &[&tenant, &region])
+        .query_opt_cached(sql::TENANT_CAP.postgres, &[&tenant, &region])
         .await?
         .map(|r| quota(r.try_get(0)?))
         .transpose()?;
     let others = tx
-        .query(
+        .query_cached(
             sql::OTHER_PROJECT_QUOTAS.postgres,
             &[&tenant, &region, &project],
         )
@@ -190,7 +191,7 @@ async fn set_quota(
         .collect::<Result<Vec<_>, _>>()?;
     let outcome = decide_quota(cap, &others, asked);
     if outcome == QuotaSet::Set {
-        tx.execute(
+        tx.execute_cached(
             sql::SET_PROJECT_QUOTA.postgres,
             &[&tenant, &project, &region, &quota_json(asked)],
         )
@@ -213,14 +214,14 @@ async fn set_cap(
         return Ok(CapSet::NoTenant);
     }
     let grants = tx
-        .query(sql::REGION_GRANTS.postgres, &[&tenant, &region])
+        .query_cached(sql::REGION_GRANTS.postgres, &[&tenant, &region])
         .await?
         .iter()
         .map(|r| Ok((r.try_get::<_, String>(0)?, quota(r.try_get(1)?)?)))
         .collect::<Result<Vec<_>, Error>>()?;
     let outcome = decide_cap(cap, &grants);
     if outcome == CapSet::Set {
-        tx.execute(
+        tx.execute_cached(
             sql::SET_TENANT_CAP.postgres,
             &[&tenant, &region, &quota_json(cap)],
         )
@@ -244,7 +245,7 @@ impl TenancyStore for PostgresStore {
     async fn create_tenant(&self, name: &str, now: i64) -> Result<bool, StoreError> {
         with_client!(self, "create a tenant", c => async {
             let n = c
-                .execute(sql::CREATE_TENANT.postgres, &[&name, &now])
+                .execute_cached(sql::CREATE_TENANT.postgres, &[&name, &now])
                 .await?;
             Ok(n == 1)
         })
@@ -253,7 +254,7 @@ impl TenancyStore for PostgresStore {
     async fn tenant(&self, name: &str) -> Result<Option<TenantRecord>, StoreError> {
         with_client!(self, "read a tenant", c => async {
             match c
-                .query_opt(sql::TENANT.postgres, &[&name])
+                .query_opt_cached(sql::TENANT.postgres, &[&name])
                 .await?
             {
                 Some(r) => Ok(Some(tenant_of(&c, &r).await?)),
@@ -265,7 +266,7 @@ impl TenancyStore for PostgresStore {
     async fn tenants(&self) -> Result<Vec<TenantRecord>, StoreError> {
         with_client!(self, "list tenants", c => async {
             let rows = c
-                .query(sql::TENANTS.postgres, &[])
+                .query_cached(sql::TENANTS.postgres, &[])
                 .await?;
             let mut out = Vec::with_capacity(rows.len());
             for r in &rows {
@@ -287,7 +288,7 @@ impl TenancyStore for PostgresStore {
     async fn add_tenant_token(&self, t: &TenantTokenRecord) -> Result<bool, StoreError> {
         with_client!(self, "store a tenant token", c => async {
             let n = c
-                .execute(
+                .execute_cached(
                     sql::ADD_TENANT_TOKEN.postgres,
                     &[&t.id, &t.tenant, &&t.hash[..], &t.created_at, &t.expires_at, &t.revoked_at],
                 )
@@ -298,7 +299,7 @@ impl TenancyStore for PostgresStore {
 
     async fn tenant_token(&self, id: &str) -> Result<Option<TenantTokenRecord>, StoreError> {
         with_client!(self, "read a tenant token", c => async {
-            c.query_opt(sql::TENANT_TOKEN.postgres, &[&id])
+            c.query_opt_cached(sql::TENANT_TOKEN.postgres, &[&id])
             .await?
             .as_ref()
             .map(token_of)
@@ -314,7 +315,7 @@ impl TenancyStore for PostgresStore {
     ) -> Result<bool, StoreError> {
         with_client!(self, "revoke a tenant token", c => async {
             let n = c
-                .execute(sql::REVOKE_TENANT_TOKEN.postgres, &[&tenant, &id, &now])
+                .execute_cached(sql::REVOKE_TENANT_TOKEN.postgres, &[&tenant, &id, &now])
                 .await?;
             Ok(n == 1)
         })
@@ -331,7 +332,7 @@ impl TenancyStore for PostgresStore {
     ) -> Result<Option<ProjectRecord>, StoreError> {
         with_client!(self, "read a project", c => async {
             match c
-                .query_opt(sql::PROJECT.postgres, &[&tenant, &project])
+                .query_opt_cached(sql::PROJECT.postgres, &[&tenant, &project])
                 .await?
             {
                 Some(r) => Ok(Some(project_of(&c, &r).await?)),
@@ -344,7 +345,7 @@ impl TenancyStore for PostgresStore {
         with_client!(self, "list projects", c => async {
             // PostgreSQL's own: a parameter that may be NULL needs its type (`$1::TEXT`).
             let rows = c
-                .query(
+                .query_cached(
                     "SELECT tenant, project, namespace, created_at FROM projects
                      WHERE $1::TEXT IS NULL OR tenant = $1 ORDER BY tenant, project",
                     &[&tenant],
@@ -360,7 +361,7 @@ impl TenancyStore for PostgresStore {
 
     async fn open_page_session(&self, s: &PageSession) -> Result<(), StoreError> {
         with_client!(self, "open a status-page session", c => async {
-            c.execute(
+            c.execute_cached(
                 sql::OPEN_PAGE_SESSION.postgres,
                 &[&&s.hash[..], &s.tenant, &s.token_id, &&s.credential[..], &s.created_at, &s.expires_at],
             )
@@ -372,7 +373,7 @@ impl TenancyStore for PostgresStore {
     async fn page_session(&self, hash: &[u8; 32]) -> Result<Option<PageSession>, StoreError> {
         with_client!(self, "read a status-page session", c => async {
             let Some(r) = c
-                .query_opt(sql::PAGE_SESSION.postgres, &[&&hash[..]])
+                .query_opt_cached(sql::PAGE_SESSION.postgres, &[&&hash[..]])
                 .await?
             else {
                 return Ok(None);
@@ -393,10 +394,10 @@ impl TenancyStore for PostgresStore {
 
     async fn end_page_session(&self, hash: &[u8; 32], before: i64) -> Result<bool, StoreError> {
         with_client!(self, "end a status-page session", c => async {
-            c.execute(sql::PRUNE_PAGE_SESSIONS.postgres, &[&before])
+            c.execute_cached(sql::PRUNE_PAGE_SESSIONS.postgres, &[&before])
                 .await?;
             let n = c
-                .execute(sql::END_PAGE_SESSION.postgres, &[&&hash[..]])
+                .execute_cached(sql::END_PAGE_SESSION.postgres, &[&&hash[..]])
                 .await?;
             Ok(n == 1)
         })

@@ -92,6 +92,7 @@ pub(crate) use tenancy::*;
 pub(crate) const INDEXES: &str = "
 CREATE INDEX IF NOT EXISTS identities_by_region ON identities(region);
 CREATE INDEX IF NOT EXISTS identities_by_bootstrap ON identities(bootstrap_id);
+CREATE INDEX IF NOT EXISTS identities_by_zone ON identities(region, zone);
 CREATE INDEX IF NOT EXISTS bootstrap_by_region ON bootstrap_tokens(region);
 CREATE INDEX IF NOT EXISTS service_instances_by_state ON service_instances(state);
 CREATE INDEX IF NOT EXISTS sessions_by_replica ON sessions(replica);

@@ -1,7 +1,9 @@
 //! Zone transitions, request summaries and progress lines (the `StatusStore`).
 //!
-//! Left in the adapters: the tables' column types (`status::TABLES` of each), and PostgreSQL's
-//! transaction around a transition and its history (SQLite's single connection serialises).
+//! Left in the adapters: the tables' column types (`status::TABLES` of each), and how a
+//! transition is written with its history: SQLite runs [`RECORD_ZONE_STATE`],
+//! [`ADD_ZONE_HISTORY`] and [`TRIM_ZONE_HISTORY`] in a transaction; PostgreSQL wraps
+//! [`RECORD_ZONE_STATE`] in one statement that does all three (one round trip).
 //! A parameter that may be `NULL` is written `CAST($n AS TEXT)`, which both dialects read (and
 //! which tells PostgreSQL its type).
 
@@ -30,6 +32,12 @@ statements! {
     TRIM_ZONE_HISTORY = "DELETE FROM zone_state_history WHERE region = $1 AND zone = $2
                AND n NOT IN (SELECT n FROM zone_state_history WHERE region = $1 AND zone = $2
                              ORDER BY n DESC LIMIT $3)";
+    /// Gives the turn at job `$1` to holder `$2` until `$3 + $4`: taken when no one holds it,
+    /// when its holder's lease ran out by `$3`, or kept (renewed) by its holder.
+    TAKE_TURN = "INSERT INTO turns (job, holder, until)
+             VALUES ($1, $2, CAST($3 AS BIGINT) + CAST($4 AS BIGINT))
+             ON CONFLICT (job) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+             WHERE turns.until <= $3 OR turns.holder = EXCLUDED.holder";
     /// Every zone's state, by region and zone.
     ZONE_STATES = "SELECT region, zone, health, reason, since FROM zone_states
              ORDER BY region, zone";

@@ -31,6 +31,11 @@ CREATE TABLE IF NOT EXISTS zone_state_history (
     reason TEXT NOT NULL,
     since INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS turns (
+    job TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    until INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS request_progress (
     id TEXT NOT NULL,
     slot INTEGER NOT NULL,
@@ -113,6 +118,21 @@ impl StatusStore for super::SqliteStore {
         let s = s.clone();
         self.run("record a zone's state", move |c| record(c, &s))
             .await
+    }
+
+    async fn take_turn(
+        &self,
+        job: &str,
+        holder: &str,
+        now: i64,
+        lease_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (job, holder) = (job.to_owned(), holder.to_owned());
+        self.run("take a turn", move |c| {
+            c.execute(sql::TAKE_TURN.sqlite, params![job, holder, now, lease_ms])
+                .map(|n| n == 1)
+        })
+        .await
     }
 
     async fn zone_states(&self) -> Result<Vec<ZoneState>, StoreError> {

@@ -249,3 +249,27 @@ pub(super) async fn progress_keeps_the_last_lines_of_unanswered_requests_of_thei
         "pruned with its request"
     );
 }
+
+/// A turn (`take_turn`) is held by one holder at a time: kept and renewed by it, refused to
+/// another while its lease runs, taken by another once it ran out; two replicas asking at once
+/// get it once.
+pub(super) async fn a_turn_is_held_by_one_holder_until_its_lease_runs_out(db: Db) {
+    let s = db.open().await;
+    let other = db.open().await;
+    assert!(s.take_turn("sweep", "cp-0", 1_000, 100).await.unwrap());
+    assert!(!other.take_turn("sweep", "cp-1", 1_050, 100).await.unwrap());
+    // Renewed by its holder: until 1,160 now.
+    assert!(s.take_turn("sweep", "cp-0", 1_060, 100).await.unwrap());
+    assert!(!other.take_turn("sweep", "cp-1", 1_150, 100).await.unwrap());
+    // Another job is another turn.
+    assert!(other.take_turn("prune", "cp-1", 1_150, 100).await.unwrap());
+    // The lease ran out: the other takes it, and the first no longer has it.
+    assert!(other.take_turn("sweep", "cp-1", 1_160, 100).await.unwrap());
+    assert!(!s.take_turn("sweep", "cp-0", 1_170, 100).await.unwrap());
+    // Asked at once by two once free: one gets it.
+    let (one, two) = tokio::join!(
+        s.take_turn("sweep", "cp-0", 5_000, 100),
+        other.take_turn("sweep", "cp-2", 5_000, 100)
+    );
+    assert!(one.unwrap() ^ two.unwrap(), "exactly one takes it");
+}
