@@ -825,7 +825,20 @@ async fn bench() -> BenchResult<()> {
     };
 
     // Who holds which agent; each request goes to a replica that does not.
-    let regions = clients[0].regions().await.map_err(|e| e.to_string())?;
+    // Listing 100,000 regions while agents that are not in yet keep retrying can pass the
+    // client's 30 s: a few attempts before giving up.
+    let mut attempt = 0;
+    let regions = loop {
+        attempt += 1;
+        match clients[0].regions().await {
+            Ok(regions) => break regions,
+            Err(e) if attempt < 5 => {
+                println!("listing the regions failed ({e}); attempt {attempt} of 5, again in 5 s");
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
     let healthy = regions.iter().filter(|r| r.is_healthy()).count();
     let mut holder = vec![0usize; o.agents];
     let mut held = vec![0usize; n_cp];
