@@ -63,3 +63,14 @@ impl RawApi {
         answer
     }
 }
+
+/// An answer's status, `Retry-After` header and JSON body (`null` when it is not JSON).
+pub async fn answer(r: reqwest::Response) -> (u16, Option<String>, Value) {
+    let status = r.status().as_u16();
+    let retry_after = r
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    (status, retry_after, r.json().await.unwrap_or(Value::Null))
+}

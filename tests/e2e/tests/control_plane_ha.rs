@@ -20,6 +20,7 @@ use harmony_e2e::ApiServer;
 use harmony_e2e::eventually::eventually;
 use harmony_e2e::ha::{self, Replicas};
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions};
+use harmony_e2e::raw_api::answer;
 use harmony_e2e::world::{Plane, World, WorldOptions};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -687,17 +688,6 @@ fn the_agents_benchmark_runs_at_a_tiny_size() {
     ] {
         assert!(stdout.contains(line), "{line:?} missing:\n{stdout}");
     }
-}
-
-/// An answer's status, `Retry-After` header and JSON body (`null` when it is not JSON).
-async fn answer(r: harmony_http::reqwest::Response) -> (u16, Option<String>, Value) {
-    let status = r.status().as_u16();
-    let retry_after = r
-        .headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    (status, retry_after, r.json().await.unwrap_or(Value::Null))
 }
 
 /// The shared world with one replica (haproxy accepting 16 connections) started with `options`.

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
+
+use crate::raw_api::answer;
 
 use crate::world::{Bins, Plane, World, WorldOptions};
 
@@ -47,11 +49,9 @@ struct Tally {
 /// One call: its status, `Retry-After` and the body's `code`, or a transport error.
 async fn call(req: harmony_http::reqwest::RequestBuilder) -> Result<(u16, bool, String), String> {
     let r = req.send().await.map_err(|e| format!("transport: {e}"))?;
-    let status = r.status().as_u16();
-    let retry_after = r.headers().contains_key("retry-after");
-    let body: Value = r.json().await.unwrap_or(Value::Null);
+    let (status, retry_after, body) = answer(r).await;
     let code = body["code"].as_str().unwrap_or("").to_string();
-    Ok((status, retry_after, code))
+    Ok((status, retry_after.is_some(), code))
 }
 
 /// Counts one answer; true when the call should be sent again (a retryable 503).
