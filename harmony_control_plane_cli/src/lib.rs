@@ -4,6 +4,8 @@
 //! The operator needs `harmony`, `harmony_operator` and kube; composing it here keeps the
 //! control-plane library free of them (ADR 0008).
 
+mod allocator;
+
 use clap::Parser;
 use harmony_control_plane::{Config, read_admin_token};
 use std::net::SocketAddr;
@@ -69,6 +71,17 @@ fn fail(e: impl std::fmt::Display) -> ! {
     log::error!("{e}");
     eprintln!("error: {e}");
     std::process::exit(2);
+}
+
+/// The program's `main`: malloc's settings ([`allocator`]), then the runtime, then
+/// [`cli_main`].
+pub fn program_main() {
+    allocator::one_malloc_arena_unless_configured();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(format!("cannot start the async runtime: {e}")))
+        .block_on(cli_main());
 }
 
 /// The `harmony-control-plane` program: parse flags, log, serve until SIGTERM or Ctrl-C.

@@ -1,6 +1,5 @@
 //! `harmony-control-plane`: see `--help`.
 
-#[tokio::main]
-async fn main() {
-    harmony_control_plane_cli::cli_main().await;
+fn main() {
+    harmony_control_plane_cli::program_main();
 }

@@ -41,9 +41,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio_rustls::LazyConfigAcceptor;
 
 mod shed;
+mod tls_stream;
 pub use shed::Proof;
 use shed::{Leave, Sheddable, Unproven};
 
@@ -240,17 +240,17 @@ async fn connection(
     let leave = Leave(proof.clone());
     let mark = tcp.mark.clone();
     let handshake = async {
+        let mut stream = tls_stream::TlsStream::new(tcp, tls.config().clone())?;
         // The ClientHello is read before taking a turn, so a connection that sends nothing (or
         // trickles) never holds one; each step has the whole handshake timeout.
-        let hello = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), tcp);
-        let start = tokio::time::timeout(limits.tls_handshake_timeout, hello).await??;
+        tokio::time::timeout(limits.tls_handshake_timeout, stream.read_client_hello()).await??;
         let _turn = tokio::select! {
             t = handshakes.acquire_owned() => t.expect("the semaphore is never closed"),
             // Shed while waiting for its turn (its socket is not being read then).
             () = mark.until_shed() => return Err(io::Error::from(io::ErrorKind::ConnectionAborted)),
         };
-        let accept = start.into_stream(tls.config().clone());
-        tokio::time::timeout(limits.tls_handshake_timeout, accept).await?
+        tokio::time::timeout(limits.tls_handshake_timeout, stream.handshake()).await??;
+        Ok::<_, io::Error>(stream)
     };
     let stream = match handshake.await {
         Ok(s) => s,

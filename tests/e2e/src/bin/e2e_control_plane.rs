@@ -2,7 +2,6 @@
 //! included), built inside this package so the end-to-end tests can start it as a process
 //! (`CARGO_BIN_EXE_e2e-control-plane`) with a binary cargo keeps fresh.
 
-#[tokio::main]
-async fn main() {
-    harmony_control_plane_cli::cli_main().await;
+fn main() {
+    harmony_control_plane_cli::program_main();
 }

@@ -16,7 +16,12 @@ use std::time::{Duration, Instant};
 const BUCKETS: &[(&str, &str, bool)] = &[
     (
         "rustls",
-        "TLS (rustls: 4 KiB record buffer, keys, handshake state)",
+        "TLS (rustls: keys, connection state)",
+        true,
+    ),
+    (
+        "harmony_control_plane::http::listener::tls_stream",
+        "TLS buffers (ADR 0032: bytes in flight only, none while a connection is idle)",
         true,
     ),
     (
@@ -26,7 +31,7 @@ const BUCKETS: &[(&str, &str, bool)] = &[
     ),
     (
         "hyper",
-        "upgraded socket (hyper: the boxed TLS stream, rustls state inline)",
+        "upgraded socket (hyper: the boxed TLS stream, rustls' connection inline)",
         true,
     ),
     (
@@ -235,7 +240,7 @@ mod tests {
         let text = super::report(stacks, 1).join("\n");
         for row in [
             "| task (the connection's future: session loop, timers) | 2.00 KiB |",
-            "| TLS (rustls: 4 KiB record buffer, keys, handshake state) | 1.00 KiB |",
+            "| TLS (rustls: keys, connection state) | 1.00 KiB |",
             "| WebSocket (tungstenite: read buffer, frame state) | 1.00 KiB |",
             "| **per connection, all of the above** | **4.00 KiB** |",
             "| SQLite page cache (the regions' rows; not per connection) | 2.00 KiB (0.0 MiB in all) |",
