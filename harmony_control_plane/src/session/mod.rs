@@ -137,20 +137,52 @@ pub async fn run<S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut socket = Socket { ws };
+    // Admission (hello, authentication, welcome, session open) is boxed: its future and its
+    // locals exist while it runs instead of widening every connection's task for its whole life
+    // (an idle agent connection keeps only what `serve` waits on; see docs/benchmarks.md,
+    // memory per connection).
+    let Some((mut state, inbox)) = Box::pin(admit(&cp, &mut socket, credential, peer, proof)).await
+    else {
+        return;
+    };
+    serve(&mut socket, &mut state, inbox).await;
+    if let Err(e) = Box::pin(sessions::close(
+        &cp,
+        &state.region,
+        &state.zone,
+        &state.conn,
+    ))
+    .await
+    {
+        log::error!("{e}");
+    }
+    log::info!("region {}: agent at {peer} disconnected", state.region);
+}
+
+/// Hello, authentication, welcome and session open: the connection's state and its inbox, or
+/// `None` once the connection was refused or lost (closed with the reason).
+async fn admit<S>(
+    cp: &Arc<ControlPlane>,
+    socket: &mut Socket<S>,
+    credential: Option<SecretString>,
+    peer: SocketAddr,
+    proof: Option<crate::http::listener::Proof>,
+) -> Option<(frames::Connection, crate::hub::Inbox)>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let limit = cp.settings.max_frame_bytes;
-    // The one-off steps are boxed: their futures are allocated while they run instead of
-    // widening every connection's task for its whole life (an idle agent connection keeps only
-    // what `serve` waits on; see docs/benchmarks.md, memory per connection).
+    // The steps are boxed too: only the one running is allocated.
     let hello = match Box::pin(socket.hello(limit)).await {
         Ok(h) => h,
         Err((code, reason)) => {
             log::info!("refused agent at {peer}: {reason}");
             Box::pin(socket.close(code, &reason)).await;
-            return;
+            return None;
         }
     };
     let auth = match Box::pin(identities::authenticate(
-        &cp,
+        cp,
         credential.as_ref(),
         &hello.region,
         &hello.zone,
@@ -168,7 +200,7 @@ pub async fn run<S>(
                 hello.region
             );
             Box::pin(socket.close(code, &reason)).await;
-            return;
+            return None;
         }
     };
     if let Some(proof) = &proof {
@@ -186,16 +218,16 @@ pub async fn run<S>(
     drop(welcome);
     if !sent {
         log::info!("region {region}: connection from {peer} lost before welcome");
-        return;
+        return None;
     }
-    let opened = match Box::pin(sessions::open(&cp, &hello)).await {
+    let opened = match Box::pin(sessions::open(cp, &hello)).await {
         Ok(Some(o)) => o,
         Ok(None) => {
             log::info!("region {region}: a newer connection holds the session; closing this one");
             socket
                 .close(close::REPLACED, sessions::REPLACED_REASON)
                 .await;
-            return;
+            return None;
         }
         Err(e) => {
             log::error!("{e}");
@@ -205,7 +237,7 @@ pub async fn run<S>(
                     "internal error in the control plane's state database",
                 )
                 .await;
-            return;
+            return None;
         }
     };
     log::info!(
@@ -221,7 +253,7 @@ pub async fn run<S>(
         }
     );
     let conn = opened.conn.clone();
-    let mut state = frames::Connection {
+    let state = frames::Connection {
         cp: cp.clone(),
         region: region.clone(),
         zone: hello.zone.clone(),
@@ -233,11 +265,7 @@ pub async fn run<S>(
         reachable: None,
         progress: Default::default(),
     };
-    serve(&mut socket, &mut state, opened.inbox).await;
-    if let Err(e) = Box::pin(sessions::close(&cp, &region, &hello.zone, &conn)).await {
-        log::error!("{e}");
-    }
-    log::info!("region {region}: agent at {peer} disconnected");
+    Some((state, opened.inbox))
 }
 
 /// The connection's loop: frames in, deliveries and commands out, until either side ends it.
@@ -285,8 +313,10 @@ async fn serve<S>(
                     Message::Binary(_) => vec![frames::binary_refused()],
                     _ => Vec::new(),
                 };
-                for answer in answers {
-                    if !Box::pin(socket.send(&answer)).await {
+                // By reference: a frame held by value across the send would widen every
+                // connection's task by its size.
+                for answer in &answers {
+                    if !Box::pin(socket.send(answer)).await {
                         return;
                     }
                 }
@@ -310,11 +340,11 @@ async fn serve<S>(
                         continue;
                     }
                 };
-                for frame in frames {
-                    if let Frame::Req(r) = &frame {
+                for frame in &frames {
+                    if let Frame::Req(r) = frame {
                         log::debug!("region {region}: delivering request {} ({})", r.id, r.op);
                     }
-                    if !Box::pin(socket.send(&frame)).await {
+                    if !Box::pin(socket.send(frame)).await {
                         return;
                     }
                 }

@@ -118,6 +118,9 @@ pub struct ControlPlaneClient {
     /// The project requests and service creates run for: `(tenant, project)`; the tenant is
     /// `None` with a tenant token (the token implies it).
     pub(super) project: Option<(Option<String>, String)>,
+    /// Longest wait for one admin call (listing, creating, revoking); 30 s unless
+    /// [`Self::with_admin_timeout`] says otherwise.
+    admin_timeout: Duration,
 }
 
 impl fmt::Debug for ControlPlaneClient {
@@ -128,7 +131,7 @@ impl fmt::Debug for ControlPlaneClient {
     }
 }
 
-/// Default wait for admin calls.
+/// Default wait for admin calls ([`ControlPlaneClient::with_admin_timeout`] changes it).
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Slack on top of a request's own wait, for the control plane to answer its timeout itself.
 const REQUEST_SLACK: Duration = Duration::from_secs(5);
@@ -174,7 +177,16 @@ impl ControlPlaneClient {
             token: admin_token,
             http,
             project: None,
+            admin_timeout: ADMIN_TIMEOUT,
         })
+    }
+
+    /// The same client with admin calls (everything but requests, which carry their own wait)
+    /// bounded by `wait` instead of 30 s: listing 100,000 regions on a busy control plane can
+    /// take longer. A call that passes it fails with [`ControlPlaneError::Timeout`].
+    pub fn with_admin_timeout(mut self, wait: Duration) -> Self {
+        self.admin_timeout = wait;
+        self
     }
 
     /// The base URL (`https://host:port`).
@@ -223,11 +235,11 @@ impl ControlPlaneClient {
         body: Option<&B>,
         what: &str,
     ) -> Result<(StatusCode, Vec<u8>), ControlPlaneError> {
-        let mut request = self.start(method, path, ADMIN_TIMEOUT);
+        let mut request = self.start(method, path, self.admin_timeout);
         if let Some(b) = body {
             request = request.json(b);
         }
-        let fail = |e: reqwest::Error| self.failed(what, path, ADMIN_TIMEOUT, &e);
+        let fail = |e: reqwest::Error| self.failed(what, path, self.admin_timeout, &e);
         let response = request.send().await.map_err(fail)?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(fail)?;

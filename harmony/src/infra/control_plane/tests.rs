@@ -410,3 +410,21 @@ fn the_client_refuses_plain_http_and_bad_bundles() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn an_admin_call_is_bounded_by_the_admin_timeout_the_client_was_given() {
+    // The answer's body never ends while `_tx` lives: only the client's bound ends the call.
+    let (_tx, handler) = streaming();
+    let server = TestServer::start(handler).await;
+    let wait = Duration::from_millis(300);
+    let e = server
+        .client()
+        .with_admin_timeout(wait)
+        .regions()
+        .await
+        .unwrap_err();
+    match e {
+        ControlPlaneError::Timeout { after, .. } => assert_eq!(after, wait),
+        other => panic!("expected a timeout after {wait:?}, got {other}"),
+    }
+}
