@@ -14,11 +14,7 @@ use std::time::{Duration, Instant};
 /// Component buckets, matched against frames (legacy-mangled `..` read as `::`) from the
 /// allocation site outwards; `true` when the bucket grows with each agent connection.
 const BUCKETS: &[(&str, &str, bool)] = &[
-    (
-        "rustls",
-        "TLS (rustls: keys, connection state)",
-        true,
-    ),
+    ("rustls", "TLS (rustls: keys, connection state)", true),
     (
         "harmony_control_plane::http::listener::tls_stream",
         "TLS buffers (ADR 0032: bytes in flight only, none while a connection is idle)",
