@@ -157,6 +157,7 @@ pub async fn zones_of(cp: &ControlPlane, region: &str) -> Result<Vec<ZoneRecord>
         sessions: HashMap::new(),
         pending: HashMap::new(),
         states: HashMap::new(),
+        by_region: Default::default(),
     };
     Ok(snap.zones_of(&record))
 }

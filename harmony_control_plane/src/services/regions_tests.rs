@@ -68,6 +68,7 @@ fn snap(zones: Vec<ZoneRecord>, sessions: Vec<SessionRecord>, pending: u64) -> S
             .collect(),
         pending: [(("eu".to_string(), "paris".to_string()), pending)].into(),
         states: Default::default(),
+        by_region: Default::default(),
     }
 }
 
@@ -212,4 +213,37 @@ fn a_bootstrap_token_lives_no_longer_than_the_server_allows() {
     assert_eq!(bootstrap_ttl(max, Some(1e9)), max);
     assert_eq!(bootstrap_ttl(max, Some(-1.0)), max);
     assert_eq!(bootstrap_ttl(max, Some(f64::NAN)), max);
+}
+
+#[test]
+fn each_region_gets_its_own_zones_in_stored_order_when_regions_interleave() {
+    let in_region = |region: &str, name: &str| ZoneRecord {
+        region: region.into(),
+        ..zone(name, false)
+    };
+    let named = |region: &str, first: &str| RegionRecord {
+        name: region.into(),
+        zone: first.into(),
+        ..record(false)
+    };
+    let s = snap(
+        vec![
+            in_region("eu", "paris"),
+            in_region("us", "ohio"),
+            in_region("eu", "berlin"),
+            in_region("us", "texas"),
+            in_region("eu", "madrid"),
+        ],
+        Vec::new(),
+        0,
+    );
+    let names =
+        |r: &RegionRecord| -> Vec<String> { s.zones_of(r).into_iter().map(|z| z.zone).collect() };
+    // Asked twice: the second answer comes from the index the first one built.
+    for _ in 0..2 {
+        assert_eq!(names(&named("eu", "paris")), ["paris", "berlin", "madrid"]);
+        assert_eq!(names(&named("us", "ohio")), ["ohio", "texas"]);
+        // A region the store lists no zone for gets its record's zone.
+        assert_eq!(names(&named("asia", "tokyo")), ["tokyo"]);
+    }
 }

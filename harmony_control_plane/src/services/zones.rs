@@ -7,6 +7,7 @@
 use harmony_agent_protocol::{Hello, Services};
 use harmony_api::{Health, ZoneView};
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use super::ControlPlane;
 use super::health::HealthPolicy;
@@ -25,6 +26,10 @@ pub struct Snapshot {
     pub pending: HashMap<(String, String), u64>,
     /// Stored health transitions by (region, zone) (read with the request counts only).
     pub states: HashMap<(String, String), ZoneState>,
+    /// Positions in `zones` by region, built on the first [`Snapshot::zones_of`] (so `zones`
+    /// must not change after it): describing every region is then linear, not quadratic (at
+    /// 100,000 regions a scan of every zone per region kept a listing busy for minutes).
+    pub by_region: OnceLock<HashMap<String, Vec<usize>>>,
 }
 
 impl Snapshot {
@@ -42,6 +47,7 @@ impl Snapshot {
             sessions,
             pending: HashMap::new(),
             states: HashMap::new(),
+            by_region: OnceLock::new(),
         })
     }
 
@@ -62,6 +68,7 @@ impl Snapshot {
             sessions,
             pending: HashMap::new(),
             states: HashMap::new(),
+            by_region: OnceLock::new(),
         })
     }
 
@@ -77,12 +84,17 @@ impl Snapshot {
 
     /// The zones of `r`, first zone first (its record's zone when the store lists none).
     pub fn zones_of(&self, r: &RegionRecord) -> Vec<ZoneRecord> {
-        let zones: Vec<ZoneRecord> = self
-            .zones
-            .iter()
-            .filter(|z| z.region == r.name)
-            .cloned()
-            .collect();
+        let by_region = self.by_region.get_or_init(|| {
+            let mut index: HashMap<String, Vec<usize>> = HashMap::new();
+            for (i, z) in self.zones.iter().enumerate() {
+                index.entry(z.region.clone()).or_default().push(i);
+            }
+            index
+        });
+        let zones: Vec<ZoneRecord> = by_region
+            .get(&r.name)
+            .map(|at| at.iter().map(|&i| self.zones[i].clone()).collect())
+            .unwrap_or_default();
         if zones.is_empty() {
             return vec![ZoneRecord {
                 region: r.name.clone(),

@@ -33,7 +33,7 @@ fn every_benchmark_runs_at_a_tiny_size_and_reports_every_figure() {
         "| render 20 bare-metal hosts (DHCP, per-MAC iPXE, haproxy) | - | ≤ 0.5 s |",
         "| memory per agent connection at 24 agents |",
         "| all agents healthy again after a control-plane restart (24 agents, one process) |",
-        "| agents held, all replicas (3 replicas on PostgreSQL, 24 agents) |",
+        "| agents held, all replicas (3 replicas on PostgreSQL, 24 agents, heartbeat 1 s) |",
         "| all agents healthy again after killing cp-",
         "| 12 concurrent requests, 3 replica(s) on PostgreSQL, to a replica not holding the agent: p99, warm | - | ≤ 50 ms |",
         "| all agents healthy after every replica was killed at once (3 replicas, 24 agents) | - | ≤ 15 s after the control plane is back |",

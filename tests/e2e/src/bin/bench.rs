@@ -212,13 +212,17 @@ fn child_args(name: &str, o: &Options) -> Vec<String> {
             } else {
                 // 100,000 agents over 6 replicas on one PostgreSQL (each replica's share under
                 // its open-file limit), simulated by several processes, then every replica
-                // killed at once: the reconnect storm.
+                // killed at once: the reconnect storm. Heartbeat 15 s: at 5 s, 100,000 agents'
+                // heartbeats alone need more than this machine's 2 cores (docs/benchmarks.md,
+                // "100,000 agents across replicas"); the dead-flow row keeps 5 s.
                 let agents = pick(&o.scale_agents, "100000", "");
                 [
                     "--replicas",
                     "6",
                     "--agents",
                     &agents,
+                    "--heartbeat-s",
+                    "15",
                     "--requests",
                     "200",
                     "--window-s",
