@@ -7,6 +7,31 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 type Client = tokio_rustls::client::TlsStream<TcpStream>;
 
+/// A server config for `localhost` (a fresh self-signed certificate) and a client config
+/// trusting it, speaking `versions`; shared with the TLS stream's tests.
+pub(super) fn configs(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> (rustls::ServerConfig, rustls::ClientConfig) {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = ck.cert.der().clone();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    (server, client)
+}
+
 /// Starts [`serve`] on a free loopback port with a fresh certificate for `localhost`;
 /// returns the address and a TLS client config trusting it.
 async fn start(
@@ -15,23 +40,7 @@ async fn start(
     idle_ms: u64,
     max: usize,
 ) -> (SocketAddr, tokio_rustls::TlsConnector) {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert = ck.cert.der().clone();
-    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
-    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], key)
-        .unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).unwrap();
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let (server, client) = configs(rustls::DEFAULT_VERSIONS);
     let app =
         Router::new()
             .route(

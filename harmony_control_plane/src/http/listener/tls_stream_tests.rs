@@ -11,28 +11,12 @@ type Server = TlsStream<DuplexStream>;
 
 /// A server config and a client config trusting it, for `localhost`, in one TLS version.
 fn configs(tls12: bool) -> (Arc<ServerConfig>, Arc<rustls::ClientConfig>) {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let cert = ck.cert.der().clone();
-    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(ck.signing_key.serialize_der().into());
-    let versions: &[&rustls::SupportedProtocolVersion] = if tls12 {
-        &[&rustls::version::TLS12]
+    let version = if tls12 {
+        &rustls::version::TLS12
     } else {
-        &[&rustls::version::TLS13]
+        &rustls::version::TLS13
     };
-    let server = ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], key)
-        .unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).unwrap();
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(versions)
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let (server, client) = crate::http::listener::tests::configs(&[version]);
     (Arc::new(server), Arc::new(client))
 }
 
