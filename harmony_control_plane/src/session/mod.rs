@@ -252,12 +252,11 @@ where
             ""
         }
     );
-    let conn = opened.conn.clone();
     let state = frames::Connection {
         cp: cp.clone(),
         region: region.clone(),
         zone: hello.zone.clone(),
-        conn: conn.clone(),
+        conn: opened.conn,
         identity_hash: auth.identity_hash,
         unconfirmed: auth.unconfirmed,
         services: None,
