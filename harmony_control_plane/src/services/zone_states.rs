@@ -202,17 +202,21 @@ pub async fn sweep(cp: &ControlPlane) -> Result<usize, StoreError> {
     let stored = stored(cp).await?;
     let snap = super::zones::Snapshot::read_live(cp).await?;
     let now = now_ms();
-    let mut written = 0;
-    for z in &snap.zones {
-        let key = (z.region.clone(), z.zone.clone());
-        let o = observe_zone(z, snap.session(z), now, &cp.settings.policy);
-        if let Some(s) = to_record(z, stored.get(&key), &o)
-            && cp.store.record_zone_state(&s).await?
-        {
-            written += 1;
-        }
+    // Written together: after an outage of the whole control plane, every zone changes at once.
+    let changes: Vec<ZoneState> = snap
+        .zones
+        .iter()
+        .filter_map(|z| {
+            let key = (z.region.clone(), z.zone.clone());
+            let o = observe_zone(z, snap.session(z), now, &cp.settings.policy);
+            to_record(z, stored.get(&key), &o)
+        })
+        .collect();
+    if changes.is_empty() {
+        return Ok(0);
     }
-    Ok(written)
+    let recorded = cp.store.record_zone_states(&changes).await?;
+    Ok(recorded.into_iter().filter(|r| *r).count())
 }
 
 /// The job name of the sweep's turn ([`StatusStore::take_turn`](crate::store::StatusStore)).

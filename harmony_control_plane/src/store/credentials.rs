@@ -5,6 +5,7 @@ use super::{Credential, Heartbeat, NewRequest, Refusal, RequestRecord, Submitted
 use std::collections::HashMap;
 
 /// What the store knows of an identity.
+#[derive(Debug, Clone)]
 pub(crate) struct IdentityFacts {
     pub region: String,
     pub zone: String,

@@ -87,6 +87,15 @@ pub trait StatusStore: Send + Sync {
     /// differs and started no later than `s.since`; a recorded state is added to the zone's
     /// history (the last [`HISTORY_PER_ZONE`] kept). `Ok(false)` when nothing changed.
     async fn record_zone_state(&self, s: &ZoneState) -> Result<bool, StoreError>;
+    /// Records each of `states` as [`Self::record_zone_state`] would, one after the other:
+    /// whether each was recorded. PostgreSQL writes them in a few statements, not one each.
+    async fn record_zone_states(&self, states: &[ZoneState]) -> Result<Vec<bool>, StoreError> {
+        let mut recorded = Vec::with_capacity(states.len());
+        for s in states {
+            recorded.push(self.record_zone_state(s).await?);
+        }
+        Ok(recorded)
+    }
     /// Every zone's state, by region and zone.
     async fn zone_states(&self) -> Result<Vec<ZoneState>, StoreError>;
     /// Takes the turn at `job` for `holder` until `now + lease_ms`, or renews it when `holder`

@@ -101,6 +101,7 @@ macro_rules! contract {
 contract!(
     regions_are_created_once_listed_and_recommissioned,
     bootstrap_token_is_single_use_expires_and_is_superseded,
+    concurrent_credential_checks_each_get_their_own_answer,
     lost_welcome_re_exchange_returns_the_same_identity_until_it_is_used,
     rotation_keeps_the_old_identity_valid_for_the_overlap_only,
     decommission_revokes_identities_and_tokens,
@@ -121,6 +122,7 @@ contract!(
     sessions_and_requests_are_kept_per_zone,
     concurrent_calls_each_get_the_answer_they_would_get_alone,
     zone_states_change_once_and_never_to_an_older_observation,
+    zone_states_recorded_together_apply_as_one_after_the_other,
     a_turn_is_held_by_one_holder_until_its_lease_runs_out,
     request_summaries_are_listed_per_zone_and_tenant_with_their_failure,
     progress_keeps_the_last_lines_of_unanswered_requests_of_their_zone,

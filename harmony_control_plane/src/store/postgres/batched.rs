@@ -1,5 +1,6 @@
 //! The request path's calls, combined ([`super::combine`]) into one statement per kind while
-//! a previous one runs: what a burst of requests sends most (ADR 0027).
+//! a previous one runs: what a burst of requests sends most (ADR 0027), and the credential
+//! checks and zone transitions that a storm of reconnecting agents sends most.
 
 use super::cached::Cached;
 use deadpool_postgres::Pool;
@@ -7,8 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::combine::{self, Combiner};
-use super::{CHANNEL, Error, identity, pg_error, pooled_client, requests, sessions};
-use crate::store::{NewRequest, RegionRecord, RequestRecord, SessionRecord, Submitted, ZoneRecord};
+use super::{CHANNEL, Error, identity, pg_error, pooled_client, requests, sessions, status};
+use crate::store::{
+    IdentityFacts, NewRequest, RegionRecord, RequestRecord, SessionRecord, Submitted, ZoneRecord,
+    ZoneState,
+};
 
 /// The request path's combiners ([`combine`]): what a burst of requests sends most.
 pub(super) struct Batched {
@@ -22,6 +26,8 @@ pub(super) struct Batched {
     pub(super) mark_sent: Combiner<(String, i64), bool>,
     pub(super) finish: Combiner<requests::Finish, bool>,
     pub(super) publish: Combiner<String, ()>,
+    pub(super) zone_state: Combiner<ZoneState, bool>,
+    pub(super) identity: Combiner<Vec<u8>, Option<IdentityFacts>>,
 }
 
 /// Flushes at once per kind: a few, so a burst uses a few pooled connections and leaves the
@@ -145,6 +151,28 @@ impl Batched {
                     Ok(_) => vec![Ok(()); items.len()],
                     Err(e) => vec![Err(pg_error("publish an event", Error::from(e))); items.len()],
                 }
+            }),
+            identity: keyed!(
+                "check a credential",
+                Vec<u8>,
+                identity::identity_facts_many,
+                |found, hash| found.get(hash).cloned()
+            ),
+            // Zone transitions: every (re)connecting agent records two or three.
+            zone_state: flush!("record a zone's state", items, c => {
+                let items: Vec<ZoneState> = items;
+                let whole = status::record_many(&c, &items)
+                    .await
+                    .map_err(|e| pg_error("record a zone's state", e));
+                combine::or_one_by_one(&items, whole, |s| {
+                    Box::pin(async {
+                        status::record_many(&c, std::slice::from_ref(s))
+                            .await
+                            .map(|r| r[0])
+                            .map_err(|e| pg_error("record a zone's state", e))
+                    })
+                })
+                .await
             }),
         }
     }

@@ -161,25 +161,39 @@ pub(super) async fn add_bootstrap(
     Ok(row.try_get(0)?)
 }
 
-/// Looks the hash up as an identity, then as a bootstrap token, and decides at `now`.
-pub(super) async fn check(
+/// The facts of each identity whose hash is among `hashes` (one statement for a batch of
+/// credential checks, see `combine`): a storm of reconnecting agents checks one each.
+pub(super) async fn identity_facts_many(
+    c: &Client,
+    hashes: &[Vec<u8>],
+) -> Result<std::collections::HashMap<Vec<u8>, IdentityFacts>, Error> {
+    let rows = c
+        .query_cached(
+            concat!(sql::identity_facts_select!(), " WHERE i.hash = ANY($1)"),
+            &[&hashes],
+        )
+        .await?;
+    rows.iter()
+        .map(|r| {
+            let facts = IdentityFacts {
+                region: r.try_get(0)?,
+                zone: r.try_get(1)?,
+                revoked: r.try_get(2)?,
+                expires_at: r.try_get(3)?,
+                valid_until: r.try_get(4)?,
+            };
+            Ok((r.try_get::<_, Vec<u8>>(5)?, facts))
+        })
+        .collect()
+}
+
+/// Looks the hash up as a bootstrap token and decides at `now` (an identity's hash is looked up
+/// first, by [`identity_facts_many`]).
+pub(super) async fn check_bootstrap(
     c: &Client,
     hash: &[u8; 32],
     now: i64,
 ) -> Result<Result<Credential, Refusal>, Error> {
-    let identity = c
-        .query_opt_cached(sql::IDENTITY_FACTS.postgres, &[&&hash[..]])
-        .await?;
-    if let Some(r) = identity {
-        let facts = IdentityFacts {
-            region: r.try_get(0)?,
-            zone: r.try_get(1)?,
-            revoked: r.try_get(2)?,
-            expires_at: r.try_get(3)?,
-            valid_until: r.try_get(4)?,
-        };
-        return Ok(facts.decide(now));
-    }
     let bootstrap = c
         .query_opt_cached(sql::BOOTSTRAP_FACTS.postgres, &[&&hash[..]])
         .await?;

@@ -339,7 +339,11 @@ impl Store for PostgresStore {
         token_hash: &[u8; 32],
         now: i64,
     ) -> Result<Result<Credential, Refusal>, StoreError> {
-        pooled!(self, "check a credential", c => identity::check(&c, token_hash, now))
+        // Identities first, batched: every reconnecting agent presents one.
+        if let Some(facts) = self.batched.identity.call(token_hash.to_vec()).await? {
+            return Ok(facts.decide(now));
+        }
+        pooled!(self, "check a credential", c => identity::check_bootstrap(&c, token_hash, now))
     }
 
     async fn exchange(

@@ -5,7 +5,7 @@
 
 use super::cached::Cached;
 use deadpool_postgres::Client;
-use std::sync::LazyLock;
+use std::collections::{HashMap, HashSet};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -91,41 +91,84 @@ fn progress_row(r: &Row) -> Result<ProgressLine, Error> {
     })
 }
 
-/// A transition, its history row and the history's trim in one statement (one round trip,
-/// no explicit transaction): PostgreSQL's own, around the shared [`sql::RECORD_ZONE_STATE`]
-/// (`$1`..`$5`). Each zone's agent records two or three transitions as it connects, so with
-/// many agents bootstrapping these were most of the database's round trips when each was a
-/// transaction of three statements. The trim sees the rows from before the statement (as every
-/// part of it does), so it keeps `$6` of them and the new one.
-static RECORD_TRANSITION: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH up AS ({} RETURNING region, zone, health, reason, since),
-         added AS (
-            INSERT INTO zone_state_history (region, zone, health, reason, since)
-            SELECT region, zone, health, reason, since FROM up
-            RETURNING n
-         ),
-         trimmed AS (
-            DELETE FROM zone_state_history
-            WHERE EXISTS (SELECT 1 FROM added) AND region = $1 AND zone = $2
-              AND n NOT IN (SELECT n FROM zone_state_history WHERE region = $1 AND zone = $2
-                            ORDER BY n DESC LIMIT $6)
-         )
-         SELECT count(*) FROM up",
-        sql::RECORD_ZONE_STATE.postgres
-    )
-});
+/// Transitions, their history rows and the histories' trim in one statement (one round trip,
+/// no explicit transaction): PostgreSQL's own, with [`sql::RECORD_ZONE_STATE`]'s rule (`$1`..`$5`
+/// are arrays here, one row each). Each zone's agent records two or three transitions as it
+/// connects, so with many agents (re)connecting these were most of the database's work when
+/// each was its own statement: in a storm of 30,000 reconnects, 80,000 statements and 60 s of
+/// PostgreSQL's time (docs/benchmarks.md). The trim sees the rows from before the statement (as
+/// every part of it does), so it keeps `$6` of them and the new one. The zones are written in
+/// key order, so two batches lock the rows they share in the same order (no deadlock); a zone
+/// appears at most once per statement (see [`record_many`]).
+const RECORD_TRANSITIONS: &str = concat!(
+    "WITH t AS (
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[])
+            AS t(region, zone, health, reason, since)
+     ),
+     up AS (
+        INSERT INTO zone_states (region, zone, health, reason, since)
+        SELECT region, zone, health, reason, since FROM t ORDER BY region, zone ",
+    sql::zone_state_conflict_rule!(),
+    "
+        RETURNING region, zone, health, reason, since
+     ),
+     added AS (
+        INSERT INTO zone_state_history (region, zone, health, reason, since)
+        SELECT region, zone, health, reason, since FROM up
+        RETURNING region, zone
+     ),
+     trimmed AS (
+        DELETE FROM zone_state_history h USING added a
+        WHERE h.region = a.region AND h.zone = a.zone
+          AND h.n NOT IN (SELECT x.n FROM zone_state_history x
+                          WHERE x.region = a.region AND x.zone = a.zone
+                          ORDER BY x.n DESC LIMIT $6)
+     )
+     SELECT region, zone FROM up"
+);
 
-async fn record(c: &Client, s: &ZoneState) -> Result<bool, Error> {
-    let health = health_word(s.health);
+/// Records `states` as [`StatusStore::record_zone_state`] would one after the other: whether
+/// each was recorded. One statement per round, a round holding each zone's next transition
+/// (usually one round: a zone seldom appears twice in a batch).
+pub(super) async fn record_many(c: &Client, states: &[ZoneState]) -> Result<Vec<bool>, Error> {
+    let mut recorded = vec![false; states.len()];
+    // The round of each state: how many earlier states name the same zone.
+    let mut seen: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    for (i, s) in states.iter().enumerate() {
+        let round = seen.entry((&s.region, &s.zone)).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(i);
+        *round += 1;
+    }
     let kept = HISTORY_PER_ZONE - 1;
-    let row = c
-        .query_one_cached(
-            &RECORD_TRANSITION,
-            &[&s.region, &s.zone, &health, &s.reason, &s.since, &kept],
-        )
-        .await?;
-    Ok(row.try_get::<_, i64>(0)? == 1)
+    for round in rounds {
+        let column = |f: fn(&ZoneState) -> String| -> Vec<String> {
+            round.iter().map(|&i| f(&states[i])).collect()
+        };
+        let regions = column(|s| s.region.clone());
+        let zones = column(|s| s.zone.clone());
+        let healths = column(|s| health_word(s.health).to_string());
+        let reasons = column(|s| s.reason.clone());
+        let since: Vec<i64> = round.iter().map(|&i| states[i].since).collect();
+        let rows = c
+            .query_cached(
+                RECORD_TRANSITIONS,
+                &[&regions, &zones, &healths, &reasons, &since, &kept],
+            )
+            .await?;
+        let written: HashSet<(String, String)> = rows
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_, Error>>()?;
+        for &i in &round {
+            let key = (states[i].region.clone(), states[i].zone.clone());
+            recorded[i] = written.contains(&key);
+        }
+    }
+    Ok(recorded)
 }
 
 /// The rows `statement` reads with `values`, each made a record by `read`.
@@ -157,8 +200,20 @@ impl PostgresStore {
 #[async_trait::async_trait]
 impl StatusStore for PostgresStore {
     async fn record_zone_state(&self, s: &ZoneState) -> Result<bool, StoreError> {
-        self.with("record a zone's state", async |c| record(c, s).await)
-            .await
+        self.batched.zone_state.call(s.clone()).await
+    }
+
+    async fn record_zone_states(&self, states: &[ZoneState]) -> Result<Vec<bool>, StoreError> {
+        let mut recorded = Vec::with_capacity(states.len());
+        for chunk in states.chunks(500) {
+            recorded.extend(
+                self.with("record zones' states", async |c| {
+                    record_many(c, chunk).await
+                })
+                .await?,
+            );
+        }
+        Ok(recorded)
     }
 
     async fn take_turn(

@@ -81,6 +81,19 @@ pub(crate) const RETIRE_IDENTITY: Sql = Sql {
     sqlite: to_sqlite!(retire_identity!("MIN")),
 };
 
+/// The columns of `IdentityFacts` (region, zone, whether it, its region or its zone was
+/// revoked, its expiry and its overlap end), then the identity's hash, for a `WHERE` on `i`.
+macro_rules! identity_facts_select {
+    () => {
+        "SELECT i.region, i.zone, i.revoked_at IS NOT NULL OR r.decommissioned_at IS NOT NULL
+                        OR z.decommissioned_at IS NOT NULL,
+                    i.expires_at, i.valid_until, i.hash
+             FROM identities i JOIN regions r ON r.name = i.region
+             LEFT JOIN zones z ON z.region = i.region AND z.zone = i.zone"
+    };
+}
+pub(crate) use identity_facts_select;
+
 statements! {
     /// Every region, by name.
     REGIONS = concat!(region_select!(), " ORDER BY r.name");
@@ -119,12 +132,7 @@ statements! {
              VALUES ($1, $2, $3, $4, $5, $6)";
     /// What decides an identity with hash `$1` (the columns of `IdentityFacts`): its region,
     /// zone, whether it, its region or its zone was revoked, its expiry and its overlap end.
-    IDENTITY_FACTS = "SELECT i.region, i.zone, i.revoked_at IS NOT NULL OR r.decommissioned_at IS NOT NULL
-                        OR z.decommissioned_at IS NOT NULL,
-                    i.expires_at, i.valid_until
-             FROM identities i JOIN regions r ON r.name = i.region
-             LEFT JOIN zones z ON z.region = i.region AND z.zone = i.zone
-             WHERE i.hash = $1";
+    IDENTITY_FACTS = concat!(identity_facts_select!(), " WHERE i.hash = $1");
     /// What decides a bootstrap token with hash `$1` (the columns of `BootstrapFacts`), with
     /// whether the identity it gave was never used.
     BOOTSTRAP_FACTS = "SELECT t.id, t.region, t.zone, t.salt, t.expires_at, t.used_at IS NOT NULL,

@@ -16,15 +16,23 @@ macro_rules! summary_columns {
     };
 }
 
+/// What a recorded zone state does to the stored one: written over a stored state of another
+/// health that started no later (both dialects; PostgreSQL's batched statement too).
+macro_rules! zone_state_conflict_rule {
+    () => {
+        "ON CONFLICT (region, zone) DO UPDATE SET health = EXCLUDED.health,
+               reason = EXCLUDED.reason, since = EXCLUDED.since
+             WHERE zone_states.health <> EXCLUDED.health AND zone_states.since <= EXCLUDED.since"
+    };
+}
+pub(crate) use zone_state_conflict_rule;
+
 statements! {
     /// Records state `$3` (reason `$4`, since `$5`) of zone `$2` of region `$1`: inserted when
     /// the zone has none, else written over a stored state of another health that started no
     /// later.
-    RECORD_ZONE_STATE = "INSERT INTO zone_states (region, zone, health, reason, since)
-             VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (region, zone) DO UPDATE SET health = EXCLUDED.health,
-               reason = EXCLUDED.reason, since = EXCLUDED.since
-             WHERE zone_states.health <> EXCLUDED.health AND zone_states.since <= EXCLUDED.since";
+    RECORD_ZONE_STATE = concat!("INSERT INTO zone_states (region, zone, health, reason, since)
+             VALUES ($1, $2, $3, $4, $5) ", zone_state_conflict_rule!());
     /// Adds a transition (`$1`..`$5` as in [`RECORD_ZONE_STATE`]) to the zone's history.
     ADD_ZONE_HISTORY = "INSERT INTO zone_state_history (region, zone, health, reason, since)
              VALUES ($1, $2, $3, $4, $5)";

@@ -40,6 +40,72 @@ pub(super) async fn regions_are_created_once_listed_and_recommissioned(db: Db) {
     assert_eq!((eu.zone.as_str(), eu.decommissioned_at), ("berlin", None));
 }
 
+pub(super) async fn concurrent_credential_checks_each_get_their_own_answer(db: Db) {
+    let s = db.open().await;
+    let now = now_ms();
+    // 30 regions, each with an identity; the odd ones' regions decommissioned (revoked).
+    let mut identities = Vec::new();
+    for i in 0..30 {
+        let region = format!("r{i}");
+        s.create_region(&region, "z").await.unwrap();
+        let token = hash(&format!("hbt_{i}"));
+        let id = s
+            .add_bootstrap(&region, "z", &token, &hash("salt"), now + 60_000)
+            .await
+            .unwrap();
+        let identity = hash(&format!("hid_{i}"));
+        assert_eq!(
+            s.exchange(id, &region, &identity, now + 1_000_000)
+                .await
+                .unwrap(),
+            Exchange::Issued
+        );
+        identities.push((region, identity));
+    }
+    for (region, _) in identities.iter().skip(1).step_by(2) {
+        assert!(s.decommission(region).await.unwrap());
+    }
+    // Every identity, an unknown hash and a bootstrap token, all at once, twice over (so calls
+    // of the same hash meet on PostgreSQL's batched read).
+    let unknown = hash("nobody");
+    s.add_bootstrap("r0", "z", &hash("hbt_new"), &hash("salt"), now + 60_000)
+        .await
+        .unwrap();
+    let checks = identities
+        .iter()
+        .map(|(_, h)| *h)
+        .chain([unknown, hash("hbt_new")])
+        .cycle()
+        .take(2 * (identities.len() + 2));
+    let answers = futures::future::join_all(checks.map(|h| {
+        let s = s.clone();
+        async move { (h, s.check(&h, now).await.unwrap()) }
+    }))
+    .await;
+    for (h, answer) in answers {
+        if h == unknown {
+            assert_eq!(answer, Err(Refusal::Unknown));
+        } else if h == hash("hbt_new") {
+            assert!(
+                matches!(answer, Ok(Credential::Bootstrap { .. })),
+                "{answer:?}"
+            );
+        } else {
+            let i = identities.iter().position(|(_, x)| *x == h).unwrap();
+            if i % 2 == 1 {
+                assert_eq!(answer, Err(Refusal::Revoked), "r{i}");
+            } else {
+                match answer {
+                    Ok(Credential::Identity { region, zone, .. }) => {
+                        assert_eq!((region, zone.as_str()), (format!("r{i}"), "z"));
+                    }
+                    other => panic!("r{i}: {other:?}"),
+                }
+            }
+        }
+    }
+}
+
 pub(super) async fn bootstrap_token_is_single_use_expires_and_is_superseded(db: Db) {
     let s = db.open().await;
     let now = now_ms();

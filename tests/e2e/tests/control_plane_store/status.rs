@@ -89,6 +89,78 @@ pub(super) async fn zone_states_change_once_and_never_to_an_older_observation(db
     assert_eq!(s.zone_history("eu", "b", 5).await.unwrap().len(), 1);
 }
 
+pub(super) async fn zone_states_recorded_together_apply_as_one_after_the_other(db: Db) {
+    let s = db.open().await;
+    assert!(
+        s.record_zone_state(&state("b", Health::Unhealthy, 10))
+            .await
+            .unwrap()
+    );
+    // Zone a twice more after its first (a new health, then the same again), b older than its
+    // stored state, c new: what one call after the other would answer, in order.
+    let batch = [
+        state("a", Health::Unavailable, 100),
+        state("c", Health::Healthy, 50),
+        state("a", Health::Healthy, 300),
+        state("b", Health::Healthy, 5),
+        state("a", Health::Healthy, 350),
+    ];
+    assert_eq!(
+        s.record_zone_states(&batch).await.unwrap(),
+        [true, true, true, false, false]
+    );
+    assert_eq!(
+        s.zone_states().await.unwrap(),
+        [
+            state("a", Health::Healthy, 300),
+            state("b", Health::Unhealthy, 10),
+            state("c", Health::Healthy, 50),
+        ]
+    );
+    assert_eq!(
+        s.zone_history("eu", "a", 100).await.unwrap(),
+        [
+            state("a", Health::Healthy, 300),
+            state("a", Health::Unavailable, 100)
+        ]
+    );
+    assert!(s.record_zone_states(&[]).await.unwrap().is_empty());
+
+    // Many zones at once, each changing over and over (so calls meet in shared statements on
+    // PostgreSQL): every change recorded, each history trimmed to its last ones.
+    let zones: Vec<String> = (0..40).map(|i| format!("z{i}")).collect();
+    let per_zone = HISTORY_PER_ZONE + 5;
+    let writers = zones.iter().map(|zone| {
+        let s = s.clone();
+        async move {
+            let mut written = 0;
+            for i in 0..per_zone {
+                let health = if i % 2 == 0 {
+                    Health::Healthy
+                } else {
+                    Health::Unhealthy
+                };
+                written += usize::from(
+                    s.record_zone_state(&state(zone, health, 1000 + i))
+                        .await
+                        .unwrap(),
+                );
+            }
+            written
+        }
+    });
+    let written = futures::future::join_all(writers).await;
+    assert!(written.iter().all(|w| *w as i64 == per_zone), "{written:?}");
+    let states = s.zone_states().await.unwrap();
+    for zone in &zones {
+        let last = states.iter().find(|z| &z.zone == zone).expect("recorded");
+        assert_eq!(last.since, 1000 + per_zone - 1);
+        let history = s.zone_history("eu", zone, 100).await.unwrap();
+        assert_eq!(history.len() as i64, HISTORY_PER_ZONE, "{zone}");
+        assert_eq!(history[0], *last);
+    }
+}
+
 fn request(id: &str, zone: &str, tenant: Option<&str>, at: i64) -> NewRequest {
     let r = NewRequest::new(id, "eu", "apply_manifests", "{}", at).in_zone(zone);
     match tenant {
