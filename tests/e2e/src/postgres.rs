@@ -352,6 +352,12 @@ impl PgServer {
             self.port,
             self.pg_dir().join("run").display()
         );
+        // For profiling a benchmark (`-c shared_preload_libraries=pg_stat_statements`, ...);
+        // the suites never set it.
+        if let Ok(extra) = std::env::var("HARMONY_PG_EXTRA_OPTS") {
+            opts.push(' ');
+            opts.push_str(&extra);
+        }
         if self.tls != PgTls::Off {
             opts.push_str(&format!(
                 " -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",

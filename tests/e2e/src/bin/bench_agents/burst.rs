@@ -9,20 +9,59 @@ pub(crate) struct Sample {
     at: Instant,
     machine: u64,
     parties: Vec<u64>,
+    net: Net,
+}
+
+/// The kernel's TCP counters that tell a storm's wasted attempts: connections opened by a
+/// client (`Tcp: ActiveOpens`, the simulators' and haproxy's), connections that failed
+/// (`AttemptFails`), and SYNs dropped because a listen queue was full (`TcpExt:
+/// ListenOverflows`).
+#[derive(Clone, Copy, Default)]
+struct Net {
+    active_opens: u64,
+    attempt_fails: u64,
+    listen_overflows: u64,
+}
+
+impl Net {
+    fn now() -> Self {
+        let field = |file: &str, group: &str, name: &str| -> u64 {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            let mut lines = text.lines().filter(|l| l.starts_with(group));
+            let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
+                return 0;
+            };
+            names
+                .split_whitespace()
+                .zip(values.split_whitespace())
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0)
+        };
+        Self {
+            active_opens: field("/proc/net/snmp", "Tcp:", "ActiveOpens"),
+            attempt_fails: field("/proc/net/snmp", "Tcp:", "AttemptFails"),
+            listen_overflows: field("/proc/net/netstat", "TcpExt:", "ListenOverflows"),
+        }
+    }
 }
 
 /// The parties measured: the replicas' and haproxy's pids, then `postgres` (every process so
-/// named), then this program.
+/// named), then this program and its simulator children.
 pub(crate) struct Parties {
     replicas: Vec<String>,
     proxies: Vec<String>,
+    simulators: Vec<String>,
 }
 
 impl Parties {
-    pub(crate) fn new(replicas: &[u32], proxies: &[u32]) -> Self {
+    /// `simulators`: the simulator children's pids (this program is always counted with them).
+    pub(crate) fn new(replicas: &[u32], proxies: &[u32], simulators: &[u32]) -> Self {
+        let pids = |v: &[u32]| v.iter().map(u32::to_string).collect();
         Self {
-            replicas: replicas.iter().map(u32::to_string).collect(),
-            proxies: proxies.iter().map(u32::to_string).collect(),
+            replicas: pids(replicas),
+            proxies: pids(proxies),
+            simulators: pids(simulators),
         }
     }
 
@@ -35,8 +74,9 @@ impl Parties {
                 sum(&self.replicas),
                 named("postgres"),
                 sum(&self.proxies),
-                super::cpu_ticks("self").unwrap_or(0),
+                super::cpu_ticks("self").unwrap_or(0) + sum(&self.simulators),
             ],
+            net: Net::now(),
         }
     }
 }
@@ -71,6 +111,55 @@ fn named(comm: &str) -> u64 {
         })
         .filter_map(|p| super::cpu_ticks(&p).ok())
         .sum()
+}
+
+/// Where the CPU of one phase of a storm went (`what` names the phase, `n` reconnects in it):
+/// the machine's busy share, each party's CPU (per reconnect when `n` > 0), the TCP
+/// connections opened and dropped, and the floor the cores put under `n` reconnects at that
+/// cost.
+pub(crate) fn phase(what: &str, before: &Sample, after: &Sample, n: usize, cores: usize) -> String {
+    let hz = super::ticks_per_second();
+    let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / hz;
+    let wall = (after.at - before.at).as_secs_f64();
+    let busy = secs(before.machine, after.machine);
+    let part: Vec<f64> = before
+        .parties
+        .iter()
+        .zip(&after.parties)
+        .map(|(a, b)| secs(*a, *b))
+        .collect();
+    let net = format!(
+        "{} TCP connections opened, {} failed, {} SYNs dropped on full listen queues",
+        after
+            .net
+            .active_opens
+            .saturating_sub(before.net.active_opens),
+        after
+            .net
+            .attempt_fails
+            .saturating_sub(before.net.attempt_fails),
+        after
+            .net
+            .listen_overflows
+            .saturating_sub(before.net.listen_overflows),
+    );
+    let busy_pct = busy / (wall * cores.max(1) as f64) * 100.0;
+    if n == 0 {
+        return format!(
+            "{what} {wall:.1} s, cores {busy_pct:.0} % busy: CPU replicas {:.1}, PostgreSQL {:.1}, haproxy {:.1}, simulated agents {:.1} s; {net}",
+            part[0], part[1], part[2], part[3],
+        );
+    }
+    let per = |s: f64| s * 1000.0 / n as f64;
+    format!(
+        "{what} {wall:.1} s, cores {busy_pct:.0} % busy: CPU per reconnect {:.2} ms (replicas {:.2}, PostgreSQL {:.2}, haproxy {:.2}, simulated agents {:.2}; the heartbeats of the agents already back included), so {n} reconnects cannot end before {:.1} s on {cores} cores; {net}",
+        per(busy),
+        per(part[0]),
+        per(part[1]),
+        per(part[2]),
+        per(part[3]),
+        busy / cores.max(1) as f64,
+    )
 }
 
 /// The CPU a burst of `n` requests cost between two samples, and the floor it puts under the
