@@ -164,16 +164,19 @@ async fn tend_instances(cp: Arc<ControlPlane>) {
 
 /// Records the zones' time-based health changes (a heartbeat late, a zone unavailable) and
 /// any change a hook missed, on the replica holding the sweep's turn.
+/// Sweeps take at most a share of the time ([`zone_states::next_sweep_after`]).
 async fn sweep_zone_states(cp: Arc<ControlPlane>) {
-    let mut tick = tokio::time::interval(zone_states::sweep_interval(&cp.settings.policy));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let interval = zone_states::sweep_interval(&cp.settings.policy);
+    let mut pause = interval;
     loop {
-        tick.tick().await;
-        match zone_states::sweep_in_turn(&cp).await {
+        let started = tokio::time::Instant::now();
+        match zone_states::sweep_in_turn(&cp, pause).await {
             Ok(None | Some(0)) => {}
             Ok(Some(n)) => log::debug!("{n} zone state change(s) recorded"),
             Err(e) => log_store(e),
         }
+        pause = zone_states::next_sweep_after(interval, started.elapsed());
+        tokio::time::sleep_until(started + pause).await;
     }
 }
 

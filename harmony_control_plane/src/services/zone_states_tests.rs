@@ -317,16 +317,33 @@ async fn one_replica_at_a_time_sweeps_and_another_takes_over_when_its_lease_runs
         )
     };
     let (a, b) = (replica("cp-a"), replica("cp-b"));
+    let pause = sweep_interval(&quick().policy);
     regions::create(&a, "eu", "z", None).await.unwrap();
     // The first to ask sweeps (the new zone's state), and keeps the turn on its next sweep;
     // the other does nothing meanwhile.
-    assert_eq!(sweep_in_turn(&a).await.unwrap(), Some(1));
-    assert_eq!(sweep_in_turn(&b).await.unwrap(), None);
-    assert_eq!(sweep_in_turn(&a).await.unwrap(), Some(0));
-    assert_eq!(sweep_in_turn(&b).await.unwrap(), None);
+    assert_eq!(sweep_in_turn(&a, pause).await.unwrap(), Some(1));
+    assert_eq!(sweep_in_turn(&b, pause).await.unwrap(), None);
+    assert_eq!(sweep_in_turn(&a, pause).await.unwrap(), Some(0));
+    assert_eq!(sweep_in_turn(&b, pause).await.unwrap(), None);
     // a stops sweeping: b takes over once a's lease (three sweep intervals) has run out.
     let lease = sweep_interval(&quick().policy) * 3;
     tokio::time::sleep(lease + Duration::from_millis(20)).await;
-    assert_eq!(sweep_in_turn(&b).await.unwrap(), Some(0));
-    assert_eq!(sweep_in_turn(&a).await.unwrap(), None);
+    assert_eq!(sweep_in_turn(&b, pause).await.unwrap(), Some(0));
+    assert_eq!(sweep_in_turn(&a, pause).await.unwrap(), None);
+}
+
+#[test]
+fn long_sweeps_are_spaced_so_they_take_at_most_their_share_of_the_time() {
+    let interval = Duration::from_secs(5);
+    // Quick sweeps keep the interval.
+    assert_eq!(
+        next_sweep_after(interval, Duration::from_millis(30)),
+        interval
+    );
+    // A sweep of 5 s (100,000 zones) is followed by the next 20 s after it started.
+    assert_eq!(
+        next_sweep_after(interval, Duration::from_secs(5)),
+        Duration::from_secs(5) * SWEEP_DUTY
+    );
+    assert!(next_sweep_after(interval, Duration::from_secs(2)) > interval);
 }
