@@ -170,12 +170,19 @@ async fn sweep_zone_states(cp: Arc<ControlPlane>) {
     let mut pause = interval;
     loop {
         let started = tokio::time::Instant::now();
-        match zone_states::sweep_in_turn(&cp, pause).await {
+        let swept = zone_states::sweep_in_turn(&cp, pause).await;
+        match &swept {
             Ok(None | Some(0)) => {}
             Ok(Some(n)) => log::debug!("{n} zone state change(s) recorded"),
-            Err(e) => log_store(e),
+            Err(e) => log_store(e.clone()),
         }
         pause = zone_states::next_sweep_after(interval, started.elapsed());
+        if matches!(swept, Ok(Some(_)))
+            && pause > interval
+            && let Err(e) = zone_states::keep_turn(&cp, pause).await
+        {
+            log_store(e);
+        }
         tokio::time::sleep_until(started + pause).await;
     }
 }

@@ -260,6 +260,20 @@ pub fn sweep_interval(policy: &HealthPolicy) -> Duration {
         .clamp(Duration::from_secs(1), Duration::from_secs(5))
 }
 
+/// Renews this replica's sweep turn for three `pause`s from now: after a long sweep, the pause
+/// before the next one can outlast the lease taken before it, and another replica would take
+/// the turn (and read everything again) meanwhile.
+pub async fn keep_turn(cp: &ControlPlane, pause: Duration) -> Result<bool, StoreError> {
+    cp.store
+        .take_turn(
+            SWEEP_TURN,
+            &cp.settings.replica_id,
+            now_ms(),
+            (pause * 3).as_millis() as i64,
+        )
+        .await
+}
+
 /// A sweep takes at most this share of the time: one that took `t` is followed by the next
 /// `SWEEP_DUTY × t` after it started at the earliest.
 pub const SWEEP_DUTY: u32 = 4;

@@ -325,6 +325,12 @@ async fn one_replica_at_a_time_sweeps_and_another_takes_over_when_its_lease_runs
     assert_eq!(sweep_in_turn(&b, pause).await.unwrap(), None);
     assert_eq!(sweep_in_turn(&a, pause).await.unwrap(), Some(0));
     assert_eq!(sweep_in_turn(&b, pause).await.unwrap(), None);
+    // After a long sweep a keeps the turn for three of its longer pauses: b does not take it
+    // when the three intervals of the lease taken before the sweep have run out.
+    assert!(keep_turn(&a, pause * 4).await.unwrap());
+    tokio::time::sleep(pause * 3 + Duration::from_millis(20)).await;
+    assert_eq!(sweep_in_turn(&b, pause).await.unwrap(), None);
+    assert!(keep_turn(&a, pause).await.unwrap());
     // a stops sweeping: b takes over once a's lease (three sweep intervals) has run out.
     let lease = sweep_interval(&quick().policy) * 3;
     tokio::time::sleep(lease + Duration::from_millis(20)).await;
