@@ -113,21 +113,29 @@ fn named(comm: &str) -> u64 {
         .sum()
 }
 
-/// Where the CPU of one phase of a storm went (`what` names the phase, `n` reconnects in it):
-/// the machine's busy share, each party's CPU (per reconnect when `n` > 0), the TCP
-/// connections opened and dropped, and the floor the cores put under `n` reconnects at that
-/// cost.
-pub(crate) fn phase(what: &str, before: &Sample, after: &Sample, n: usize, cores: usize) -> String {
+/// Between two samples: the wall time, the machine's busy CPU and each party's CPU, in seconds.
+fn between(before: &Sample, after: &Sample) -> (f64, f64, Vec<f64>) {
     let hz = super::ticks_per_second();
     let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / hz;
-    let wall = (after.at - before.at).as_secs_f64();
-    let busy = secs(before.machine, after.machine);
-    let part: Vec<f64> = before
+    let part = before
         .parties
         .iter()
         .zip(&after.parties)
         .map(|(a, b)| secs(*a, *b))
         .collect();
+    (
+        (after.at - before.at).as_secs_f64(),
+        secs(before.machine, after.machine),
+        part,
+    )
+}
+
+/// Where the CPU of one phase of a storm went (`what` names the phase, `n` reconnects in it):
+/// the machine's busy share, each party's CPU (per reconnect when `n` > 0), the TCP
+/// connections opened and dropped, and the floor the cores put under `n` reconnects at that
+/// cost.
+pub(crate) fn phase(what: &str, before: &Sample, after: &Sample, n: usize, cores: usize) -> String {
+    let (wall, busy, part) = between(before, after);
     let net = format!(
         "{} TCP connections opened, {} failed, {} SYNs dropped on full listen queues",
         after
@@ -165,16 +173,7 @@ pub(crate) fn phase(what: &str, before: &Sample, after: &Sample, n: usize, cores
 /// The CPU a burst of `n` requests cost between two samples, and the floor it puts under the
 /// burst's duration on `cores` cores.
 pub(crate) fn report(before: &Sample, after: &Sample, n: usize, cores: usize) -> (String, f64) {
-    let hz = super::ticks_per_second();
-    let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / hz;
-    let wall = (after.at - before.at).as_secs_f64();
-    let busy = secs(before.machine, after.machine);
-    let part: Vec<f64> = before
-        .parties
-        .iter()
-        .zip(&after.parties)
-        .map(|(a, b)| secs(*a, *b))
-        .collect();
+    let (wall, busy, part) = between(before, after);
     let floor_ms = busy / cores.max(1) as f64 * 1000.0;
     let text = format!(
         "burst {:.0} ms; CPU {:.0} ms on {cores} cores ({:.0} % busy): replicas {:.0}, PostgreSQL {:.0}, haproxy {:.0}, callers and simulated agents {:.0} ms; {:.2} ms of CPU per request, so the burst cannot end before {:.0} ms on this machine",
