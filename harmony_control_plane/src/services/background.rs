@@ -171,13 +171,14 @@ async fn sweep_zone_states(cp: Arc<ControlPlane>) {
     loop {
         let started = tokio::time::Instant::now();
         let swept = zone_states::sweep_in_turn(&cp, pause).await;
-        match &swept {
+        let holder = matches!(swept, Ok(Some(_)));
+        match swept {
             Ok(None | Some(0)) => {}
             Ok(Some(n)) => log::debug!("{n} zone state change(s) recorded"),
-            Err(e) => log_store(e.clone()),
+            Err(e) => log_store(e),
         }
         pause = zone_states::next_sweep_after(interval, started.elapsed());
-        if matches!(swept, Ok(Some(_)))
+        if holder
             && pause > interval
             && let Err(e) = zone_states::keep_turn(&cp, pause).await
         {

@@ -235,17 +235,7 @@ pub async fn sweep_in_turn(
     cp: &ControlPlane,
     pause: Duration,
 ) -> Result<Option<usize>, StoreError> {
-    let lease = pause.max(sweep_interval(&cp.settings.policy)) * 3;
-    let mine = cp
-        .store
-        .take_turn(
-            SWEEP_TURN,
-            &cp.settings.replica_id,
-            now_ms(),
-            lease.as_millis() as i64,
-        )
-        .await?;
-    if !mine {
+    if !keep_turn(cp, pause).await? {
         return Ok(None);
     }
     sweep(cp).await.map(Some)
@@ -260,9 +250,10 @@ pub fn sweep_interval(policy: &HealthPolicy) -> Duration {
         .clamp(Duration::from_secs(1), Duration::from_secs(5))
 }
 
-/// Renews this replica's sweep turn for three `pause`s from now: after a long sweep, the pause
-/// before the next one can outlast the lease taken before it, and another replica would take
-/// the turn (and read everything again) meanwhile.
+/// Takes or renews this replica's sweep turn for three `pause`s from now (`false`: another
+/// replica holds it). Renewed after a long sweep too: the pause before the next one can
+/// outlast the lease taken before it, and another replica would take the turn (and read
+/// everything again) meanwhile.
 pub async fn keep_turn(cp: &ControlPlane, pause: Duration) -> Result<bool, StoreError> {
     cp.store
         .take_turn(

@@ -34,7 +34,7 @@ pub(super) struct Batched {
 /// rest of the pool to everything else.
 const FLUSHES_IN_FLIGHT: usize = 2;
 /// Calls per statement at most (arrays of this many rows).
-const MAX_BATCH: usize = 500;
+pub(super) const MAX_BATCH: usize = 500;
 
 impl Batched {
     pub(super) fn start(pool: &Pool, wait: Duration) -> Self {

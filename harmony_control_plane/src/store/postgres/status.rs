@@ -205,7 +205,7 @@ impl StatusStore for PostgresStore {
 
     async fn record_zone_states(&self, states: &[ZoneState]) -> Result<Vec<bool>, StoreError> {
         let mut recorded = Vec::with_capacity(states.len());
-        for chunk in states.chunks(500) {
+        for chunk in states.chunks(super::batched::MAX_BATCH) {
             recorded.extend(
                 self.with("record zones' states", async |c| {
                     record_many(c, chunk).await
