@@ -115,8 +115,14 @@ pub async fn authenticate(
         });
     }
     match checked {
-        Credential::Identity { expires_at, .. } => {
-            cp.store.mark_identity_used(&presented, now).await?;
+        Credential::Identity {
+            expires_at, used, ..
+        } => {
+            // Its first use is recorded once; a reconnect writes nothing (at 100,000 agents
+            // reconnecting, that statement was one per agent and changed no row).
+            if !used {
+                cp.store.mark_identity_used(&presented, now).await?;
+            }
             Ok(Authenticated {
                 region: cred_region,
                 zone: cred_zone,

@@ -14,6 +14,8 @@ pub(crate) struct IdentityFacts {
     pub expires_at: Option<i64>,
     /// End of the overlap after a rotation.
     pub valid_until: Option<i64>,
+    /// Its first use is recorded.
+    pub used: bool,
 }
 
 impl IdentityFacts {
@@ -32,6 +34,7 @@ impl IdentityFacts {
             region: self.region,
             zone: self.zone,
             expires_at,
+            used: self.used,
         })
     }
 }

@@ -187,6 +187,9 @@ pub enum Credential {
         /// When it stops being accepted: its expiry, or the end of its overlap once rotated
         /// (`None` = never, identities issued before expiry existed).
         expires_at: Option<i64>,
+        /// Its first use is already recorded: a reconnect has nothing to write
+        /// ([`Store::mark_identity_used`](super::Store::mark_identity_used) would change nothing).
+        used: bool,
     },
 }
 

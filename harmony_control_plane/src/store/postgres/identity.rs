@@ -181,6 +181,7 @@ pub(super) async fn identity_facts_many(
                 revoked: r.try_get(2)?,
                 expires_at: r.try_get(3)?,
                 valid_until: r.try_get(4)?,
+                used: r.try_get(6)?,
             };
             Ok((r.try_get::<_, Vec<u8>>(5)?, facts))
         })

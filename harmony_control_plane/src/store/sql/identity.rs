@@ -82,12 +82,13 @@ pub(crate) const RETIRE_IDENTITY: Sql = Sql {
 };
 
 /// The columns of `IdentityFacts` (region, zone, whether it, its region or its zone was
-/// revoked, its expiry and its overlap end), then the identity's hash, for a `WHERE` on `i`.
+/// revoked, its expiry and its overlap end), then the identity's hash, then whether its first
+/// use is recorded, for a `WHERE` on `i`.
 macro_rules! identity_facts_select {
     () => {
         "SELECT i.region, i.zone, i.revoked_at IS NOT NULL OR r.decommissioned_at IS NOT NULL
                         OR z.decommissioned_at IS NOT NULL,
-                    i.expires_at, i.valid_until, i.hash
+                    i.expires_at, i.valid_until, i.hash, i.first_used_at IS NOT NULL
              FROM identities i JOIN regions r ON r.name = i.region
              LEFT JOIN zones z ON z.region = i.region AND z.zone = i.zone"
     };

@@ -198,6 +198,7 @@ pub(super) fn check(
                 revoked: r.get(2)?,
                 expires_at: r.get(3)?,
                 valid_until: r.get(4)?,
+                used: r.get(6)?,
             })
         })
         .optional()?;

@@ -68,7 +68,8 @@ async fn a_database_of_the_previous_release_opens_and_keeps_its_credentials() {
         Ok(Credential::Identity {
             region: "eu".into(),
             zone: "paris".into(),
-            expires_at: None
+            expires_at: None,
+            used: false
         }),
         "an identity issued before expiry existed never expires"
     );

@@ -1035,6 +1035,7 @@ async fn bench() -> BenchResult<()> {
         let mut healthy = 0;
         let healthy_again = loop {
             // A replica just started may not answer yet: ask again.
+            let asked = Instant::now();
             if let Ok(views) = admin.regions().await {
                 healthy = views
                     .iter()
@@ -1042,6 +1043,15 @@ async fn bench() -> BenchResult<()> {
                     .count();
                 if healthy == o.agents {
                     break Some(killed.elapsed());
+                }
+                if progress.elapsed() >= Duration::from_secs(10) {
+                    progress = Instant::now();
+                    println!(
+                        "outage: {:.0} s after the kill, {healthy} of {n} regions healthy (listing took {:.1} s); the others: {}",
+                        killed.elapsed().as_secs_f64(),
+                        asked.elapsed().as_secs_f64(),
+                        storm::why_not_healthy(&views)
+                    );
                 }
             }
             if Instant::now() > deadline {

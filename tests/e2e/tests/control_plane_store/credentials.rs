@@ -229,10 +229,17 @@ pub(super) async fn lost_welcome_re_exchange_returns_the_same_identity_until_it_
     // Once the identity connected, the token is spent for good.
     assert!(matches!(
         s.check(&identity, now).await.unwrap(),
-        Ok(Credential::Identity { .. })
+        Ok(Credential::Identity { used: false, .. })
     ));
     s.mark_identity_used(&identity, now).await.unwrap();
     s.mark_identity_used(&identity, now + 5).await.unwrap();
+    assert!(
+        matches!(
+            s.check(&identity, now).await.unwrap(),
+            Ok(Credential::Identity { used: true, .. })
+        ),
+        "the check says the first use is recorded, so a reconnect writes nothing"
+    );
     assert_eq!(s.check(&token, now + 1).await.unwrap(), Err(Refusal::Used));
     assert_eq!(
         s.exchange(id, "eu", &identity, expiry).await.unwrap(),
@@ -258,7 +265,8 @@ pub(super) async fn rotation_keeps_the_old_identity_valid_for_the_overlap_only(d
         Ok(Credential::Identity {
             region: "eu".into(),
             zone: "paris".into(),
-            expires_at: Some(old_expiry)
+            expires_at: Some(old_expiry),
+            used: false
         })
     );
 
@@ -291,7 +299,8 @@ pub(super) async fn rotation_keeps_the_old_identity_valid_for_the_overlap_only(d
         Ok(Credential::Identity {
             region: "eu".into(),
             zone: "paris".into(),
-            expires_at: Some(overlap_end)
+            expires_at: Some(overlap_end),
+            used: true
         }),
         "the old identity stays valid until the end of the overlap"
     );
@@ -304,7 +313,8 @@ pub(super) async fn rotation_keeps_the_old_identity_valid_for_the_overlap_only(d
         Ok(Credential::Identity {
             region: "eu".into(),
             zone: "paris".into(),
-            expires_at: Some(new_expiry)
+            expires_at: Some(new_expiry),
+            used: false
         })
     );
     assert_eq!(

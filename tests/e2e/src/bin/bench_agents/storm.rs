@@ -75,3 +75,33 @@ pub(crate) fn histogram(counts: &[usize]) -> String {
 pub(crate) fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
+
+/// Why the regions not yet healthy are not: their reasons with the figures taken out (so
+/// "heartbeat 31 s late" and "heartbeat 40 s late" count as one), the three most frequent first,
+/// with how many each: `142 × disconnected, last heartbeat … ago; …`.
+pub(crate) fn why_not_healthy(views: &[harmony::infra::control_plane::RegionStatus]) -> String {
+    let mut reasons: std::collections::BTreeMap<String, usize> = Default::default();
+    for v in views.iter().filter(|v| !(v.is_healthy() && v.connected)) {
+        let mut why: String = v
+            .health_reason
+            .chars()
+            .map(|c| if c.is_ascii_digit() { '#' } else { c })
+            .collect();
+        if !v.connected {
+            why.insert_str(0, "[not connected] ");
+        }
+        *reasons.entry(why).or_default() += 1;
+    }
+    let mut by_count: Vec<(String, usize)> = reasons.into_iter().collect();
+    by_count.sort_by_key(|r| std::cmp::Reverse(r.1));
+    let shown: Vec<String> = by_count
+        .iter()
+        .take(3)
+        .map(|(why, n)| format!("{n} × {why}"))
+        .collect();
+    if shown.is_empty() {
+        "none".into()
+    } else {
+        shown.join("; ")
+    }
+}
