@@ -12,6 +12,10 @@ use crate::http::listener::Limits;
 use crate::services::{HealthPolicy, Settings};
 use crate::store::StoreConfig;
 
+/// The WebSocket read buffer sizes `--ws-buffer-bytes` accepts: below 1 KiB tungstenite reads
+/// in pieces too small to hold a heartbeat; above 16 MiB, per connection, it is a mistake.
+pub const WS_BUFFER_BYTES: std::ops::RangeInclusive<usize> = 1024..=16 * 1024 * 1024;
+
 /// Command-line configuration of the control plane.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
@@ -80,7 +84,7 @@ pub struct Config {
     pub request_retention_s: u64,
     /// WebSocket read buffer per agent connection, in bytes (tungstenite defaults to 128 KiB).
     /// Kept for the connection's life, so small: heartbeats are a few hundred bytes, and a
-    /// larger frame grows it for that frame (measured in docs/benchmarks.md).
+    /// larger frame grows it for that frame (measured in docs/benchmarks.md). 1 KiB to 16 MiB.
     #[arg(long, default_value_t = 1024)]
     pub ws_buffer_bytes: usize,
     /// Most connections open at once (agents and API); more wait in the kernel's backlog.
@@ -164,6 +168,17 @@ impl Config {
                 problem: format!(
                     "{} s is not below --identity-ttl-s {} s; the overlap after a renewal must be shorter than an identity's life",
                     self.identity_overlap_s, self.identity_ttl_s
+                ),
+            });
+        }
+        if !WS_BUFFER_BYTES.contains(&self.ws_buffer_bytes) {
+            return Err(CpError::Config {
+                field: "--ws-buffer-bytes",
+                problem: format!(
+                    "{} bytes is outside {} to {}; give a size in that range (the default, 1024, suits heartbeats)",
+                    self.ws_buffer_bytes,
+                    WS_BUFFER_BYTES.start(),
+                    WS_BUFFER_BYTES.end()
                 ),
             });
         }
@@ -308,6 +323,15 @@ mod tests {
                 .to_string()
                 .starts_with("--unhealthy-after-ms")
         );
+        for size in ["512", "0", "16777217"] {
+            let bad = parse(&["--ws-buffer-bytes", size]);
+            let e = bad.settings().unwrap_err().to_string();
+            assert!(
+                e.starts_with("--ws-buffer-bytes") && e.contains("1024 to 16777216"),
+                "{size}: {e}"
+            );
+        }
+        assert!(parse(&["--ws-buffer-bytes", "1024"]).settings().is_ok());
         let bad = parse(&["--identity-ttl-s", "60", "--identity-overlap-s", "60"]);
         assert!(
             bad.settings()

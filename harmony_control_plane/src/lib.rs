@@ -116,7 +116,7 @@ impl Server {
         let app = http::router(http::AppState {
             cp: cp.clone(),
             admin_hash: tokens::hash(admin.expose()),
-            ws_buffer_bytes: config.ws_buffer_bytes.max(1024),
+            ws_buffer_bytes: config.ws_buffer_bytes,
         });
         Ok(Self {
             addr,

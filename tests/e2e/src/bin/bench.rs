@@ -266,8 +266,11 @@ struct Row {
 fn run_child(name: &str, bin: &str, o: &Options) -> BenchResult<Vec<Row>> {
     let args = child_args(name, o);
     eprintln!("== {bin} {}", args.join(" "));
+    // Inherited by everything the benchmark starts, so what it leaves behind can be found.
+    let tag = format!("{name}-{}", std::process::id());
     let mut child = Command::new(binary(bin)?)
         .args(&args)
+        .env(LEFTOVER_TAG, &tag)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -285,6 +288,12 @@ fn run_child(name: &str, bin: &str, o: &Options) -> BenchResult<Vec<Row>> {
     let status = child
         .wait()
         .map_err(|e| format!("waiting for {bin}: {e}"))?;
+    // A benchmark that failed may not have stopped its replicas, haproxies or simulators: the
+    // next one would measure a busy machine.
+    let left = stop_leftovers(&tag);
+    if left > 0 {
+        eprintln!("stopped {left} process(es) {bin} left behind");
+    }
     if !status.success() {
         return Err(format!("{bin} failed ({status}); its error is above"));
     }
@@ -305,6 +314,36 @@ fn run_child(name: &str, bin: &str, o: &Options) -> BenchResult<Vec<Row>> {
             met: f["met"].as_bool(),
         })
         .collect())
+}
+
+/// The environment variable that marks the processes of one benchmark run.
+const LEFTOVER_TAG: &str = "HARMONY_BENCH_RUN";
+
+/// Kills every process whose environment carries `LEFTOVER_TAG=tag` (those of one benchmark
+/// run still alive after it ended); how many. Processes whose environment this user cannot
+/// read are not seen.
+fn stop_leftovers(tag: &str) -> usize {
+    let marker = format!("{LEFTOVER_TAG}={tag}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let pids: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == marker.as_bytes()))
+        })
+        .collect();
+    if !pids.is_empty() {
+        let _ = Command::new("kill")
+            .arg("-KILL")
+            .args(&pids)
+            .stderr(Stdio::null())
+            .status();
+    }
+    pids.len()
 }
 
 /// `bench hostile [--cases N]`: the property test at N cases per endpoint (default 100,000).

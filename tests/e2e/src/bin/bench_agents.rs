@@ -142,7 +142,13 @@ fn parse_args() -> BenchResult<Options> {
             "--heartbeat-s" => o.heartbeat_s = value.max(1) as u64,
             "--requests" => o.requests = value.max(1),
             "--window-s" => o.window_s = value.max(1) as u64,
-            "--ws-buffer-bytes" => o.ws_buffer = value.max(256),
+            // The control plane refuses a smaller one (`--ws-buffer-bytes`), so say so here.
+            "--ws-buffer-bytes" if value < 1024 => {
+                return Err(format!(
+                    "--ws-buffer-bytes: {value} is below 1024, the control plane's least; give 1024 or more"
+                ));
+            }
+            "--ws-buffer-bytes" => o.ws_buffer = value,
             "--connect-concurrency" => o.connect_concurrency = value.max(1),
             "--source-addrs" => o.source_addrs = value.min(250),
             "--restart" => o.restart = value != 0,
@@ -269,8 +275,27 @@ struct Sim {
     ws_buffer: usize,
     welcomed: Arc<AtomicUsize>,
     reconnects: Arc<AtomicUsize>,
+    /// Connections welcomed and not yet dropped: every agent is back when it reaches the
+    /// fleet's size (the reconnect count alone counts an agent dropped after its welcome twice).
+    connected: Arc<AtomicUsize>,
     /// When reconnects are welcomed, by second since the restart (the storm's histogram).
     arrivals: Arc<storm::Arrivals>,
+}
+
+/// Counts a welcomed connection in [`Sim::connected`] while it lasts.
+struct Held<'a>(&'a AtomicUsize);
+
+impl<'a> Held<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// What the outage (every replica killed at once, then started again) measured.
@@ -482,6 +507,7 @@ async fn session(
     } else {
         sim.welcomed.fetch_add(1, Ordering::Relaxed);
     }
+    let _held = Held::new(&sim.connected);
     // Welcomed: let the next agent start its handshake.
     permit.take();
     // Random phase so heartbeats are spread like real agents'.
@@ -708,6 +734,7 @@ async fn bench() -> BenchResult<()> {
     // Agents: bootstrap exchange, then heartbeats.
     let welcomed = Arc::new(AtomicUsize::new(0));
     let reconnects = Arc::new(AtomicUsize::new(0));
+    let connected = Arc::new(AtomicUsize::new(0));
     let failures = Arc::new(AtomicUsize::new(0));
     let heartbeat = Duration::from_secs(o.heartbeat_s);
     let gate = Arc::new(tokio::sync::Semaphore::new(o.connect_concurrency));
@@ -719,6 +746,7 @@ async fn bench() -> BenchResult<()> {
         ws_buffer: o.ws_buffer,
         welcomed: welcomed.clone(),
         reconnects: reconnects.clone(),
+        connected: connected.clone(),
         arrivals: arrivals.clone(),
     };
     let started = Instant::now();
@@ -743,6 +771,7 @@ async fn bench() -> BenchResult<()> {
         let totals = fleet::Totals {
             welcomed: welcomed.clone(),
             reconnects: reconnects.clone(),
+            connected: connected.clone(),
             failures: failures.clone(),
             arrivals: arrivals.clone(),
         };
@@ -919,7 +948,11 @@ async fn bench() -> BenchResult<()> {
         let listening = killed.elapsed();
         let admin = cp.client().with_admin_timeout(LIST_WAIT);
         let deadline = killed + Duration::from_secs(600);
-        while reconnects.load(Ordering::Relaxed) - before < n {
+        // As many reconnects as agents, and every agent connected at once (the two come from
+        // the same reports, so the second is as fresh as the first).
+        while reconnects.load(Ordering::Relaxed) - before < n
+            || connected.load(Ordering::Relaxed) < n
+        {
             if Instant::now() > deadline {
                 return Err(format!(
                     "{} of {n} agents back 10 minutes after the restart",
@@ -1017,19 +1050,23 @@ async fn bench() -> BenchResult<()> {
         // every 10 s, so a storm that does not end says how far it got.
         let mut progress = Instant::now();
         let again = || reconnects.load(Ordering::Relaxed) - before;
-        while again() < n && Instant::now() < deadline {
+        // Every agent back: as many reconnects as agents and every agent connected at once (an
+        // agent dropped after its welcome reconnects, and counts twice in the first).
+        let now_connected = || connected.load(Ordering::Relaxed);
+        while (again() < n || now_connected() < n) && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
             if progress.elapsed() >= Duration::from_secs(10) {
                 progress = Instant::now();
                 println!(
-                    "outage: {:.0} s after the kill, {} of {n} agents welcomed again",
+                    "outage: {:.0} s after the kill, {} reconnects welcomed, {} of {n} agents connected",
                     killed.elapsed().as_secs_f64(),
-                    again()
+                    again(),
+                    now_connected()
                 );
             }
         }
         let reconnected = again();
-        let welcomed_again = (reconnected >= n).then(|| killed.elapsed());
+        let welcomed_again = (reconnected >= n && now_connected() >= n).then(|| killed.elapsed());
         let at_welcomed = parties.sample();
         let poll = if n > 10_000 { 1000 } else { 100 };
         let mut healthy = 0;

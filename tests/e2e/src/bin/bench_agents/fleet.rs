@@ -1,8 +1,8 @@
 //! More simulated agents than one process can hold (its open-file limit): the agents are
 //! spread over child processes of this program (`bench_agents fleet-child SPEC`), each running
 //! its share exactly as the parent runs them alone, and reporting how many were welcomed,
-//! welcomed again after a reconnect, or failed, as `FLEET <welcomed> <reconnects> <failures>`
-//! lines; the parent adds them up.
+//! welcomed again after a reconnect, or failed, and how many are connected now, as
+//! `FLEET <welcomed> <reconnects> <failures> <connected>` lines; the parent adds them up.
 
 use std::io::BufRead;
 use std::net::SocketAddr;
@@ -86,6 +86,8 @@ pub(crate) struct Shared<'a> {
 pub(crate) struct Totals {
     pub(crate) welcomed: Arc<AtomicUsize>,
     pub(crate) reconnects: Arc<AtomicUsize>,
+    /// Connections welcomed and not yet dropped (a gauge: each child's latest).
+    pub(crate) connected: Arc<AtomicUsize>,
     pub(crate) failures: Arc<AtomicUsize>,
     pub(crate) arrivals: Arc<storm::Arrivals>,
 }
@@ -161,6 +163,7 @@ impl Drop for Fleet {
 struct Counters {
     welcomed: Arc<AtomicUsize>,
     reconnects: Arc<AtomicUsize>,
+    connected: Arc<AtomicUsize>,
     failures: Arc<AtomicUsize>,
     arrivals: Arc<storm::Arrivals>,
 }
@@ -170,6 +173,7 @@ impl Counters {
         Self {
             welcomed: t.welcomed.clone(),
             reconnects: t.reconnects.clone(),
+            connected: t.connected.clone(),
             failures: t.failures.clone(),
             arrivals: t.arrivals.clone(),
         }
@@ -178,7 +182,7 @@ impl Counters {
 
 /// Adds one child's reports (cumulative counts) to the totals, as they change.
 fn follow(out: std::process::ChildStdout, c: Counters) {
-    let mut last = [0usize; 3];
+    let mut last = [0usize; 4];
     for line in std::io::BufReader::new(out).lines() {
         let Ok(line) = line else { return };
         let Some(counts) = line.strip_prefix("FLEET ") else {
@@ -188,7 +192,14 @@ fn follow(out: std::process::ChildStdout, c: Counters) {
             .split_whitespace()
             .filter_map(|v| v.parse().ok())
             .collect();
-        let [w, r, f] = now[..] else { continue };
+        let [w, r, f, held] = now[..] else { continue };
+        // The gauge first: when the reconnects reach the fleet's size, the gauge beside them
+        // is this report's, not an older one.
+        if held >= last[3] {
+            c.connected.fetch_add(held - last[3], Ordering::Relaxed);
+        } else {
+            c.connected.fetch_sub(last[3] - held, Ordering::Relaxed);
+        }
         c.welcomed
             .fetch_add(w.saturating_sub(last[0]), Ordering::Relaxed);
         let new_reconnects = r.saturating_sub(last[1]);
@@ -198,7 +209,7 @@ fn follow(out: std::process::ChildStdout, c: Counters) {
         }
         c.failures
             .fetch_add(f.saturating_sub(last[2]), Ordering::Relaxed);
-        last = [w, r, f];
+        last = [w, r, f, held];
     }
 }
 
@@ -211,6 +222,7 @@ pub(crate) async fn child(spec_path: &str) -> BenchResult<()> {
     let spec = Spec::from_json(&json).ok_or(format!("{spec_path}: not a simulator spec"))?;
     let welcomed = Arc::new(AtomicUsize::new(0));
     let reconnects = Arc::new(AtomicUsize::new(0));
+    let connected = Arc::new(AtomicUsize::new(0));
     let failures = Arc::new(AtomicUsize::new(0));
     let sim = Sim {
         tls: harmony_e2e::ha::tls_connector(&spec.ca_pem)?,
@@ -218,17 +230,24 @@ pub(crate) async fn child(spec_path: &str) -> BenchResult<()> {
         ws_buffer: spec.ws_buffer,
         welcomed: welcomed.clone(),
         reconnects: reconnects.clone(),
+        connected: connected.clone(),
         arrivals: Arc::new(storm::Arrivals::new()),
     };
     let report = {
-        let (w, r, f) = (welcomed.clone(), reconnects.clone(), failures.clone());
+        let (w, r, f, c) = (
+            welcomed.clone(),
+            reconnects.clone(),
+            failures.clone(),
+            connected.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 println!(
-                    "FLEET {} {} {}",
+                    "FLEET {} {} {} {}",
                     w.load(Ordering::Relaxed),
                     r.load(Ordering::Relaxed),
-                    f.load(Ordering::Relaxed)
+                    f.load(Ordering::Relaxed),
+                    c.load(Ordering::Relaxed)
                 );
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
