@@ -288,10 +288,21 @@ async fn serve<S>(
     let silent = tokio::time::sleep(silence);
     tokio::pin!(silent);
     loop {
+        // Biased, in this order: a close command first; then the agent's frames, so a frame
+        // that arrived while this task was busy (a slow store under a reconnect storm) counts
+        // before the silence deadline is looked at; then deliveries; silence only when nothing
+        // else is ready. Unbiased, a deadline that passed while the task was busy drew lots
+        // with the frame waiting to be read, and could close a live agent as silent.
         tokio::select! {
-            () = &mut silent => {
-                log::info!("region {region}: no frame for {} ms, closing", silence.as_millis());
-                Box::pin(socket.close(1001, "no heartbeat")).await;
+            biased;
+            command = &mut inbox.commands => {
+                match command {
+                    Ok(Command::Close(code, reason)) => {
+                        log::info!("region {region}: closing connection: {reason}");
+                        Box::pin(socket.close(code, &reason)).await;
+                    }
+                    Err(_) => Box::pin(socket.close(close::REPLACED, sessions::REPLACED_REASON)).await,
+                }
                 return;
             }
             incoming = socket.ws.next() => {
@@ -320,16 +331,6 @@ async fn serve<S>(
                     }
                 }
             }
-            command = &mut inbox.commands => {
-                match command {
-                    Ok(Command::Close(code, reason)) => {
-                        log::info!("region {region}: closing connection: {reason}");
-                        Box::pin(socket.close(code, &reason)).await;
-                    }
-                    Err(_) => Box::pin(socket.close(close::REPLACED, sessions::REPLACED_REASON)).await,
-                }
-                return;
-            }
             () = inbox.deliver.notified() => {
                 let frames = match Box::pin(state.delivery.next(&state.cp)).await {
                     Ok(f) => f,
@@ -347,6 +348,11 @@ async fn serve<S>(
                         return;
                     }
                 }
+            }
+            () = &mut silent => {
+                log::info!("region {region}: no frame for {} ms, closing", silence.as_millis());
+                Box::pin(socket.close(1001, "no heartbeat")).await;
+                return;
             }
         }
     }

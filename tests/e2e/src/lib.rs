@@ -17,6 +17,7 @@ pub mod okd_lab;
 pub mod pg_datapath;
 pub mod postgres;
 pub mod providers;
+pub mod raw_agent;
 pub mod raw_api;
 pub mod resilience;
 pub mod workloads;

@@ -7,7 +7,6 @@
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harmony::domain::capability::K8sClient;
@@ -17,6 +16,7 @@ use harmony::types::Dns1123Label;
 use harmony_agent_protocol::{MAX_FRAME_BYTES, SecretString};
 use harmony_e2e::eventually::eventually;
 use harmony_e2e::multi_region::{Agent, AgentOptions, ControlPlaneOptions};
+use harmony_e2e::raw_agent::{closed_by_control_plane, next_text, raw_connect};
 use harmony_e2e::world::{HEALTH_WAIT as WAIT, World, WorldOptions, region, zone};
 use harmony_modules::k8s::{K8sResourceScore, NamespaceScore};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -588,75 +588,6 @@ fn harmony_now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
-}
-
-type RawWs =
-    tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
-
-async fn raw_connect(w: &World, token: Option<&str>) -> RawWs {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::pem::PemObject::pem_file_iter(w.pki().ca()).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(w.cp().addr).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(
-            rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
-            tcp,
-        )
-        .await
-        .unwrap();
-    let mut request = format!("wss://{}/v1/agent", w.cp().addr)
-        .into_client_request()
-        .unwrap();
-    if let Some(t) = token {
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {t}").parse().unwrap());
-    }
-    tokio_tungstenite::client_async(request, tls)
-        .await
-        .unwrap()
-        .0
-}
-
-/// Reads (and ignores) until the control plane closes `ws`, within 60 s; its close frame.
-async fn closed_by_control_plane(
-    ws: &mut RawWs,
-) -> tokio_tungstenite::tungstenite::protocol::CloseFrame {
-    use tokio_tungstenite::tungstenite::Message;
-    let closed = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            match ws.next().await {
-                Some(Ok(Message::Close(f))) => return f,
-                None | Some(Err(_)) => return None,
-                Some(Ok(_)) => {}
-            }
-        }
-    })
-    .await
-    .expect("the control plane ends the connection within 60 s");
-    closed.expect("with a close frame")
-}
-
-async fn next_text(ws: &mut RawWs) -> Value {
-    loop {
-        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
-            Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t)))) => {
-                return serde_json::from_str(t.as_str()).unwrap();
-            }
-            Ok(Some(Ok(_))) => continue,
-            other => panic!("expected a text frame, got {other:?}"),
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
