@@ -298,6 +298,14 @@ impl Drop for Held<'_> {
     }
 }
 
+/// Every one of `n` agents is back after a restart: as many reconnects since `before` as
+/// agents, and every agent connected at once (an agent dropped after its welcome reconnects and
+/// counts twice in the first; the two come from the same reports, so the gauge is as fresh as
+/// the count).
+fn all_back(reconnects: &AtomicUsize, before: usize, connected: &AtomicUsize, n: usize) -> bool {
+    reconnects.load(Ordering::Relaxed) - before >= n && connected.load(Ordering::Relaxed) >= n
+}
+
 /// What the outage (every replica killed at once, then started again) measured.
 struct Outage {
     /// From the kill until every replica listened again.
@@ -948,11 +956,7 @@ async fn bench() -> BenchResult<()> {
         let listening = killed.elapsed();
         let admin = cp.client().with_admin_timeout(LIST_WAIT);
         let deadline = killed + Duration::from_secs(600);
-        // As many reconnects as agents, and every agent connected at once (the two come from
-        // the same reports, so the second is as fresh as the first).
-        while reconnects.load(Ordering::Relaxed) - before < n
-            || connected.load(Ordering::Relaxed) < n
-        {
+        while !all_back(&reconnects, before, &connected, n) {
             if Instant::now() > deadline {
                 return Err(format!(
                     "{} of {n} agents back 10 minutes after the restart",
@@ -1050,10 +1054,9 @@ async fn bench() -> BenchResult<()> {
         // every 10 s, so a storm that does not end says how far it got.
         let mut progress = Instant::now();
         let again = || reconnects.load(Ordering::Relaxed) - before;
-        // Every agent back: as many reconnects as agents and every agent connected at once (an
-        // agent dropped after its welcome reconnects, and counts twice in the first).
         let now_connected = || connected.load(Ordering::Relaxed);
-        while (again() < n || now_connected() < n) && Instant::now() < deadline {
+        let back = || all_back(&reconnects, before, &connected, n);
+        while !back() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
             if progress.elapsed() >= Duration::from_secs(10) {
                 progress = Instant::now();
@@ -1066,7 +1069,7 @@ async fn bench() -> BenchResult<()> {
             }
         }
         let reconnected = again();
-        let welcomed_again = (reconnected >= n && now_connected() >= n).then(|| killed.elapsed());
+        let welcomed_again = back().then(|| killed.elapsed());
         let at_welcomed = parties.sample();
         let poll = if n > 10_000 { 1000 } else { 100 };
         let mut healthy = 0;
