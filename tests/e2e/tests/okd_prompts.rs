@@ -63,11 +63,24 @@ impl Tmux {
     }
 
     fn wait_for_text(&self, text: &str, timeout: Duration) -> String {
-        eventually_blocking(timeout, format!("{text:?} on screen"), || {
-            let s = self.screen();
-            s.contains(text).then_some(s)
+        self.wait_for_all(&[text], timeout)
+    }
+
+    /// Waits until every one of `texts` is on screen at once: a prompt draws its question
+    /// before its options, so a screen taken when the question appears may lack them.
+    fn wait_for_all(&self, texts: &[&str], timeout: Duration) -> String {
+        self.wait_until(&format!("{texts:?} on screen"), timeout, |s| {
+            texts.iter().all(|t| s.contains(t))
         })
-        .unwrap_or_else(|w| panic!("{w}; never appeared on screen:\n{}", self.screen()))
+    }
+
+    /// Waits until the screen satisfies `done`; the screen.
+    fn wait_until(&self, what: &str, timeout: Duration, done: impl Fn(&str) -> bool) -> String {
+        eventually_blocking(timeout, what, || {
+            let s = self.screen();
+            done(&s).then_some(s)
+        })
+        .unwrap_or_else(|w| panic!("{w}; never on screen:\n{}", self.screen()))
     }
 }
 
@@ -122,18 +135,29 @@ fn operator_chooses_worker_hosts_and_confirms_the_reboot_in_a_terminal() {
     tmux.keys(&["Enter"]);
     tmux.wait_for_text("This changes live infrastructure", Duration::from_secs(30));
     tmux.keys(&["y", "Enter"]);
-    tmux.wait_for_text(
-        "Choose 2 host(s) for the worker role",
+    let screen = tmux.wait_for_all(
+        &[
+            "Choose 2 host(s) for the worker role",
+            "machine-a",
+            "machine-b",
+            "machine-c",
+        ],
         Duration::from_secs(60),
     );
-    let screen = tmux.screen();
     for id in ["machine-a", "machine-b", "machine-c"] {
         assert!(screen.contains(id), "{id} not offered:\n{screen}");
     }
     // Pick machine-a and machine-c: space, down, down, space, enter.
     tmux.keys(&["Space", "Down", "Down", "Space", "Enter"]);
 
-    let screen = tmux.wait_for_text("Reboot these worker host(s) now", Duration::from_secs(60));
+    let screen = tmux.wait_for_all(
+        &[
+            "Reboot these worker host(s) now",
+            "worker0 (52:54:00:77:00:31, host machine-a)",
+            "worker1 (52:54:00:77:00:33, host machine-c)",
+        ],
+        Duration::from_secs(60),
+    );
     assert!(
         screen.contains("worker0 (52:54:00:77:00:31, host machine-a)"),
         "{screen}"
@@ -280,11 +304,18 @@ fn a_declined_reboot_fails_and_reruns_ask_again_until_the_hosts_have_booted() {
     // Run 1: choose machine-a and machine-c, then decline the reboot: the run fails and says
     // what to do.
     let (tmux, exit) = start_run(&lab, dir.path(), &inventory, 1);
-    let screen = tmux.wait_for_text(
-        "Choose 2 host(s) for the worker role",
+    let hardware = ["MAC 52:54:00:77:00:31", "4 CPU", "16.0 GiB memory"];
+    let screen = tmux.wait_for_all(
+        &[
+            "Choose 2 host(s) for the worker role",
+            "machine-c", // the last option drawn
+            hardware[0],
+            hardware[1],
+            hardware[2],
+        ],
         Duration::from_secs(60),
     );
-    for hardware in ["MAC 52:54:00:77:00:31", "4 CPU", "16.0 GiB memory"] {
+    for hardware in hardware {
         assert!(screen.contains(hardware), "{hardware} not shown:\n{screen}");
     }
     tmux.keys(&["Space", "Down", "Down", "Space", "Enter"]);
@@ -303,7 +334,10 @@ fn a_declined_reboot_fails_and_reruns_ask_again_until_the_hosts_have_booted() {
 
     // Run 2: nothing changed, but neither host has booted: asked again, naming both.
     let (tmux, exit) = start_run(&lab, dir.path(), &inventory, 2);
-    let screen = tmux.wait_for_text(not_booted, Duration::from_secs(60));
+    let screen = tmux.wait_until("the reboot question, whole", Duration::from_secs(60), |s| {
+        s.find(not_booted)
+            .is_some_and(|at| s[at..].contains("rebooting:"))
+    });
     let asked = question_from(&screen, not_booted);
     assert!(
         asked.contains("worker0 (52:54:00:77:00:31, host machine-a)")
@@ -327,7 +361,10 @@ fn a_declined_reboot_fails_and_reruns_ask_again_until_the_hosts_have_booted() {
 
     // Run 3: machine-a booted since it was asked; machine-c has not: asked about it alone.
     let (tmux, exit) = start_run(&lab, dir.path(), &inventory, 3);
-    let screen = tmux.wait_for_text(not_booted, Duration::from_secs(60));
+    let screen = tmux.wait_until("the reboot question, whole", Duration::from_secs(60), |s| {
+        s.find(not_booted)
+            .is_some_and(|at| s[at..].contains("rebooting:"))
+    });
     let asked = question_from(&screen, not_booted);
     assert!(
         asked.contains("worker1 (52:54:00:77:00:33, host machine-c)"),
