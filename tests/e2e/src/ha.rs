@@ -80,11 +80,12 @@ pub fn tls_connector(ca_pem: &str) -> Result<tokio_rustls::TlsConnector, String>
 }
 
 /// Opens the agents' WebSocket (`wss://<addr>/v1/agent`, server name `127.0.0.1`) presenting
-/// `bearer` (a bootstrap token or an identity), as an agent would before its `hello`.
+/// `bearer` (a bootstrap token or an identity; none: no `Authorization` header), as an agent
+/// would before its `hello`.
 pub async fn ws_connect(
     addr: SocketAddr,
     tls: &tokio_rustls::TlsConnector,
-    bearer: &str,
+    bearer: Option<&str>,
     config: Option<WebSocketConfig>,
 ) -> Result<Ws, String> {
     let tcp = tokio::net::TcpStream::connect(addr)
@@ -99,10 +100,12 @@ pub async fn ws_connect(
     let mut request = format!("wss://{addr}{}", harmony_agent_protocol::AGENT_PATH)
         .into_client_request()
         .map_err(|e| e.to_string())?;
-    let value = format!("Bearer {bearer}")
-        .parse()
-        .map_err(|_| "the bearer token is not a valid header value".to_string())?;
-    request.headers_mut().insert("authorization", value);
+    if let Some(bearer) = bearer {
+        let value = format!("Bearer {bearer}")
+            .parse()
+            .map_err(|_| "the bearer token is not a valid header value".to_string())?;
+        request.headers_mut().insert("authorization", value);
+    }
     let (ws, _) = tokio_tungstenite::client_async_with_config(request, stream, config)
         .await
         .map_err(|e| format!("WebSocket upgrade at {addr}: {e}"))?;

@@ -4,55 +4,25 @@
 
 use futures::StreamExt;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::world::World;
 
-/// An agent's WebSocket to the control plane, over TLS.
-pub type RawWs =
-    tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+pub use crate::ha::Ws;
 
 /// Opens an agent WebSocket to `w`'s control plane (`/v1/agent`), with `token` as its bearer
-/// credential, trusting the world's CA. The caller speaks the protocol itself.
-pub async fn raw_connect(w: &World, token: Option<&str>) -> RawWs {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::pem::PemObject::pem_file_iter(w.pki().ca()).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(w.cp().addr).await.unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(
-            rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap(),
-            tcp,
-        )
+/// credential (none: no `Authorization` header), trusting the world's CA. The caller speaks the
+/// protocol itself.
+pub async fn raw_connect(w: &World, token: Option<&str>) -> Ws {
+    let tls = crate::ha::tls_connector(&w.pki().ca_pem).expect("the world's CA");
+    crate::ha::ws_connect(w.cp().addr, &tls, token, None)
         .await
-        .unwrap();
-    let mut request = format!("wss://{}/v1/agent", w.cp().addr)
-        .into_client_request()
-        .unwrap();
-    if let Some(t) = token {
-        request
-            .headers_mut()
-            .insert("authorization", format!("Bearer {t}").parse().unwrap());
-    }
-    tokio_tungstenite::client_async(request, tls)
-        .await
-        .unwrap()
-        .0
+        .expect("the agent endpoint upgrades the connection")
 }
 
 /// Reads (and ignores) until the control plane closes `ws`, within 60 s; its close frame.
 pub async fn closed_by_control_plane(
-    ws: &mut RawWs,
+    ws: &mut Ws,
 ) -> tokio_tungstenite::tungstenite::protocol::CloseFrame {
     use tokio_tungstenite::tungstenite::Message;
     let closed = tokio::time::timeout(Duration::from_secs(60), async {
@@ -70,7 +40,7 @@ pub async fn closed_by_control_plane(
 }
 
 /// The next text frame as JSON (other frames skipped), within 20 s.
-pub async fn next_text(ws: &mut RawWs) -> Value {
+pub async fn next_text(ws: &mut Ws) -> Value {
     loop {
         match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
             Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t)))) => {

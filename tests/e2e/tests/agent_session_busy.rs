@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
 use harmony_e2e::multi_region::ControlPlaneOptions;
-use harmony_e2e::raw_agent::{RawWs, next_text, raw_connect};
+use harmony_e2e::raw_agent::{Ws, next_text, raw_connect};
 use harmony_e2e::world::{World, WorldOptions};
 
 /// Sessions in the test: each would have been closed with even odds before, so all of them
@@ -46,7 +46,7 @@ async fn a_live_agent_is_not_closed_as_silent_while_its_connection_waits_for_the
     for name in &names {
         tokens.push(w.create(name, "z").await.bootstrap_token);
     }
-    let mut sessions: Vec<RawWs> = Vec::new();
+    let mut sessions: Vec<Ws> = Vec::new();
     for (name, token) in names.iter().zip(&tokens) {
         let mut ws = raw_connect(&w, Some(token.expose())).await;
         ws.send(Message::text(
@@ -104,7 +104,7 @@ async fn a_live_agent_is_not_closed_as_silent_while_its_connection_waits_for_the
 
 /// Heartbeats on `ws` every 250 ms until `stop`, reading what the control plane sends; how many
 /// were sent, or how the control plane ended the connection.
-async fn heartbeat(mut ws: RawWs, stop: Arc<AtomicBool>) -> Result<u64, String> {
+async fn heartbeat(mut ws: Ws, stop: Arc<AtomicBool>) -> Result<u64, String> {
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut seq = 0u64;
     while !stop.load(Ordering::Relaxed) {

@@ -509,7 +509,7 @@ async fn oversized_requests_are_refused_at_submit_and_an_oversized_result_fails_
 /// A raw agent connection through haproxy presenting `bearer`.
 async fn raw_ws(w: &Ha, bearer: &str) -> ha::Ws {
     let tls = ha::tls_connector(&w.ha().pki.ca_pem).unwrap();
-    ha::ws_connect(w.ha().haproxy.addr(), &tls, bearer, None)
+    ha::ws_connect(w.ha().haproxy.addr(), &tls, Some(bearer), None)
         .await
         .unwrap()
 }

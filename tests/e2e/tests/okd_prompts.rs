@@ -275,6 +275,15 @@ fn host_fetches_its_script(lab: &Lab, mac: &str) {
     assert!(script.contains("#!ipxe"), "{url} served:\n{script}");
 }
 
+/// Waits until the question starting with `text` is on screen to its end ("rebooting:"); the
+/// screen.
+fn wait_for_question(tmux: &Tmux, text: &str) -> String {
+    tmux.wait_until("the reboot question, whole", Duration::from_secs(60), |s| {
+        s.find(text)
+            .is_some_and(|at| s[at..].contains("rebooting:"))
+    })
+}
+
 /// The question on screen from `text` to its end (`confirm once`), with the prompt's own line
 /// wrapping undone.
 fn question_from(screen: &str, text: &str) -> String {
@@ -334,10 +343,7 @@ fn a_declined_reboot_fails_and_reruns_ask_again_until_the_hosts_have_booted() {
 
     // Run 2: nothing changed, but neither host has booted: asked again, naming both.
     let (tmux, exit) = start_run(&lab, dir.path(), &inventory, 2);
-    let screen = tmux.wait_until("the reboot question, whole", Duration::from_secs(60), |s| {
-        s.find(not_booted)
-            .is_some_and(|at| s[at..].contains("rebooting:"))
-    });
+    let screen = wait_for_question(&tmux, not_booted);
     let asked = question_from(&screen, not_booted);
     assert!(
         asked.contains("worker0 (52:54:00:77:00:31, host machine-a)")
@@ -361,10 +367,7 @@ fn a_declined_reboot_fails_and_reruns_ask_again_until_the_hosts_have_booted() {
 
     // Run 3: machine-a booted since it was asked; machine-c has not: asked about it alone.
     let (tmux, exit) = start_run(&lab, dir.path(), &inventory, 3);
-    let screen = tmux.wait_until("the reboot question, whole", Duration::from_secs(60), |s| {
-        s.find(not_booted)
-            .is_some_and(|at| s[at..].contains("rebooting:"))
-    });
+    let screen = wait_for_question(&tmux, not_booted);
     let asked = question_from(&screen, not_booted);
     assert!(
         asked.contains("worker1 (52:54:00:77:00:33, host machine-c)"),

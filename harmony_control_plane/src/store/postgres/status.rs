@@ -101,9 +101,8 @@ fn progress_row(r: &Row) -> Result<ProgressLine, Error> {
 /// (its `$6 + 1`th newest row) once and deletes that row and older ones through the index. The
 /// `NOT IN` it replaces ran its subquery once per history row of the zone (20), three quarters
 /// of the statement's time (EXPLAIN ANALYZE, 30,000 zones of 20 rows: 0.58 of 0.78 ms; 0.13
-/// ms now). The zones are written in
-/// key order, so two batches lock the rows they share in the same order (no deadlock); a zone
-/// appears at most once per statement (see [`record_many`]).
+/// ms now). The zones are written in key order, so two batches lock the rows they share in the
+/// same order (no deadlock); a zone appears at most once per statement (see [`record_many`]).
 const RECORD_TRANSITIONS: &str = concat!(
     "WITH t AS (
         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[])
