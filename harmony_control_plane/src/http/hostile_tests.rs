@@ -2,8 +2,9 @@
 //! right and wrong shapes (the endpoint's own field names with any values), extreme numbers,
 //! deep nesting, huge strings and bytes that are not JSON, as the admin and as a tenant. No
 //! answer may be a 5xx (a panic would be a 500 from the catch layer, or a dropped connection),
-//! and every refusal is an `ApiError` with a message. The cases per endpoint come from
-//! `HARMONY_HOSTILE_CASES` (default 48; `bench hostile` runs 100,000).
+//! and every refusal is an `ApiError` with a message. A body that is a valid request to a
+//! region whose agent never answers is the one 5xx allowed: 504 with code `timeout`. The cases
+//! per endpoint come from `HARMONY_HOSTILE_CASES` (default 48; `bench hostile` runs 100,000).
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -145,6 +146,17 @@ async fn hit(
     let (status, _, text) = send(app, req).await;
     let shown = String::from_utf8_lossy(&body);
     let shown: String = shown.chars().take(200).collect();
+    if status == StatusCode::GATEWAY_TIMEOUT && path.ends_with("/requests") {
+        // A body that happens to be a valid request (`{"op":"a"}` is one) is stored and waits
+        // for region eu's agent; this world has none, so the documented answer is 504 with
+        // code `timeout` once the wait is over. That is the truth about the region, not a
+        // failure caused by the body; any other 504 still fails.
+        let e: ApiError = serde_json::from_str(&text)
+            .map_err(|e| format!("{method} {path} {status}: not an ApiError ({e}): {text}"))?;
+        if e.code.as_deref() == Some(harmony_agent_protocol::code::TIMEOUT) {
+            return Ok(status);
+        }
+    }
     if status.is_server_error() {
         return Err(format!(
             "{method} {path} answered {status} to {shown}: {text}"
@@ -194,6 +206,9 @@ fn no_body_makes_any_endpoint_fail_with_a_5xx() {
         ..proptest::test_runner::Config::default()
     };
     for &endpoint in ENDPOINTS {
+        // The input CI once drew: a valid request, answered 504 `timeout` (no agent here).
+        rt.block_on(hit(&app, endpoint, &token, br#"{"op":"a"}"#.to_vec()))
+            .unwrap();
         let mut runner = proptest::test_runner::TestRunner::new(config.clone());
         let result = runner.run(&body(), |b| {
             rt.block_on(hit(&app, endpoint, &token, b))
