@@ -11,6 +11,8 @@
 mod credentials;
 #[path = "control_plane_store/events.rs"]
 mod events;
+#[path = "control_plane_store/plans.rs"]
+mod plans;
 #[path = "control_plane_store/requests.rs"]
 mod requests;
 #[path = "control_plane_store/services.rs"]

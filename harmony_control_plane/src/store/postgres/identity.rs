@@ -7,7 +7,7 @@ use tokio_postgres::Row;
 
 use super::Error;
 
-use crate::store::sql::{self, REGION_SELECT, ZONE_ORDER, ZONE_SELECT};
+use crate::store::sql::{self, REGION_SELECT_PROBED, ZONE_ORDER, ZONE_SELECT, ZONE_SELECT_PROBED};
 use crate::store::{
     BootstrapFacts, Credential, Exchange, IdentityFacts, Refusal, RegionRecord, ZoneRecord, now_ms,
 };
@@ -311,7 +311,7 @@ pub(super) async fn regions_named(
 ) -> Result<std::collections::HashMap<String, RegionRecord>, Error> {
     let rows = c
         .query_cached(
-            &format!("{REGION_SELECT} WHERE r.name = ANY($1)"),
+            &format!("{REGION_SELECT_PROBED} WHERE r.name = ANY($1)"),
             &[&names],
         )
         .await?;
@@ -328,9 +328,11 @@ pub(super) async fn zones_of_regions(
 ) -> Result<std::collections::HashMap<String, Vec<ZoneRecord>>, Error> {
     let rows = c
         .query_cached(
+            // The condition on both tables, so each is read through its index whatever the
+            // planner guesses of how many zones match (a hash join read every region).
             &format!(
-                "{} WHERE z.region = ANY($1) ORDER BY z.region, {ZONE_ORDER}",
-                ZONE_SELECT.postgres
+                "{ZONE_SELECT_PROBED} WHERE z.region = ANY($1) AND r.name = ANY($1) \
+                 ORDER BY z.region, {ZONE_ORDER}"
             ),
             &[&regions],
         )

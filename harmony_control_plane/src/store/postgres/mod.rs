@@ -143,17 +143,21 @@ impl PostgresStore {
         // combined into one statement (ADR 0027) would otherwise all wait behind a lock that,
         // sent alone, only one of them met; past it they are answered as overloaded (503).
         //
-        // Statements are prepared once per connection (`cached.rs`) but planned for each call's
-        // values: a generic plan of the batched reads (`= ANY($1)` over the regions, zones and
-        // identities) scanned whole tables, 72 ms a call at 12,000 regions instead of an index
-        // lookup.
-        let lock_wait = format!(
-            "-c lock_timeout={} -c plan_cache_mode=force_custom_plan",
+        // Statements are prepared once per connection (`cached.rs`) and planned once: one
+        // generic plan each (ADR 0034). Planning every call was about half of PostgreSQL's CPU
+        // in a reconnect storm. A generic plan is made at a statement's first call and kept,
+        // so one made while a table was nearly empty (a fleet bootstrapping) would scan it
+        // whole for as long as the connection lives. With sequential scans disabled the
+        // planner takes an index wherever one serves, and scans a table only where no index
+        // can; the sweep's listings of every zone and session, in key order, are read through
+        // the primary keys (50 % slower than a scan at 12,000 zones: docs/benchmarks.md).
+        let session = format!(
+            "-c lock_timeout={} -c plan_cache_mode=force_generic_plan -c enable_seqscan=off",
             pool_wait.as_millis().max(1)
         );
         let options = match config.get_options() {
-            Some(given) => format!("{given} {lock_wait}"),
-            None => lock_wait,
+            Some(given) => format!("{given} {session}"),
+            None => session,
         };
         config.options(&options);
 

@@ -1,0 +1,156 @@
+//! PostgreSQL's plans for the batched reads (`store/postgres/batched.rs`): index lookups
+//! whatever the planner knows of the tables. Connections keep one generic plan per statement,
+//! made at its first call, and a table can grow by tens of thousands of rows before autovacuum
+//! analyses it (a fleet bootstrapping); a plan that scans a whole table then costs a scan of
+//! every region per call (12.9 ms at 12,000 regions, docs/benchmarks.md).
+
+use super::Db;
+use harmony_control_plane::store::{Credential, now_ms};
+use harmony_e2e::eventually::eventually;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Regions in the tables (each with one zone, identity, session and finished request).
+const ROWS: i64 = 5_000;
+
+/// The tables the batched reads read.
+const TABLES: [&str; 5] = ["regions", "zones", "identities", "sessions", "requests"];
+
+/// (sequential scans, index scans) per table of [`TABLES`], from `pg_stat_user_tables`.
+async fn scans(c: &tokio_postgres::Client) -> HashMap<String, (i64, i64)> {
+    // A fresh view of the statistics, not the one this session read last.
+    c.batch_execute("SELECT pg_stat_clear_snapshot()")
+        .await
+        .unwrap();
+    let rows = c
+        .query(
+            "SELECT relname::text, COALESCE(seq_scan, 0), COALESCE(idx_scan, 0)
+             FROM pg_stat_user_tables WHERE relname::text = ANY($1)",
+            &[&&TABLES[..]],
+        )
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect()
+}
+
+/// Waits until every store connection has ended: a backend reports its statistics at the
+/// latest when it exits.
+async fn store_backends_gone(c: &tokio_postgres::Client) {
+    eventually(
+        Duration::from_secs(20),
+        "the store's connections to end",
+        || async {
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE application_name = 'harmony-control-plane'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if n == 0 { Ok(()) } else { Err(n) }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_batched_reads_never_scan_whole_tables_even_without_statistics() {
+    let db = Db::postgres();
+    let Db::Postgres { url, .. } = &db else {
+        unreachable!()
+    };
+    // The schema, from a first store.
+    drop(db.open().await);
+    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connecting: {e:?}"));
+    let driver = tokio::spawn(conn);
+    store_backends_gone(&c).await;
+    // Thousands of rows the planner has no statistics for, as after a fleet's bootstrap.
+    let mut fill = String::new();
+    for t in TABLES {
+        fill.push_str(&format!(
+            "ALTER TABLE {t} SET (autovacuum_enabled = false);\n"
+        ));
+    }
+    fill.push_str(&format!(
+        "INSERT INTO regions (name, zone, created_at) SELECT 'r' || g, 'z', 1
+             FROM generate_series(1, {ROWS}) g;
+         INSERT INTO zones (region, zone, created_at) SELECT 'r' || g, 'z', 1
+             FROM generate_series(1, {ROWS}) g;
+         INSERT INTO identities (region, zone, hash, created_at)
+             SELECT 'r' || g, 'z', decode(lpad(to_hex(g), 64, '0'), 'hex'), 1
+             FROM generate_series(1, {ROWS}) g;
+         INSERT INTO sessions (region, zone, replica, conn, connected, connected_at,
+                 last_heartbeat_at, hello_json, max_frame_bytes)
+             SELECT 'r' || g, 'z', 'replica', 'c' || g, TRUE, 1, 1, '{{}}', 1024
+             FROM generate_series(1, {ROWS}) g;
+         INSERT INTO requests (id, region, zone, op, params, body_hash, state, created_at)
+             SELECT 'q' || g, 'r' || g, 'z', 'op', '{{}}', decode(repeat('00', 32), 'hex'), 'done', 1
+             FROM generate_series(1, {ROWS}) g;"
+    ));
+    c.batch_execute(&fill).await.unwrap();
+    // Region `r<g>`'s identity hash: `g`, big-endian, in 32 bytes (as the SQL above).
+    let hash_of = |region: &str| -> [u8; 32] {
+        let g: u64 = region[1..].parse().unwrap();
+        let mut h = [0u8; 32];
+        h[24..].copy_from_slice(&g.to_be_bytes());
+        h
+    };
+    let before = scans(&c).await;
+
+    let s = db.open().await;
+    // Each read alone, then many at once (combined into one statement of several keys).
+    for round in 0..2 {
+        let names: Vec<String> = (1..=40).map(|i| format!("r{}", i * 97 + round)).collect();
+        let reads = names.iter().map(|r| {
+            let s = s.clone();
+            let r = r.clone();
+            async move {
+                let region = s.region(&r).await.unwrap().unwrap();
+                assert!(region.has_identity, "{r}: {region:?}");
+                let zones = s.region_zones(&r).await.unwrap();
+                assert_eq!(zones.len(), 1, "{r}");
+                assert!(zones[0].has_identity && zones[0].live_identity, "{r}");
+                assert_eq!(s.region_sessions(&r).await.unwrap().len(), 1, "{r}");
+                assert!(s.session(&r, "z").await.unwrap().is_some(), "{r}");
+                let q = format!("q{}", &r[1..]);
+                assert_eq!(s.request(&q).await.unwrap().unwrap().region, r);
+                assert!(s.unanswered(&r, "z").await.unwrap().is_empty(), "{r}");
+                match s.check(&hash_of(&r), now_ms()).await.unwrap() {
+                    Ok(Credential::Identity { region, .. }) => assert_eq!(region, r),
+                    other => panic!("{r}: {other:?}"),
+                }
+            }
+        });
+        if round == 0 {
+            for read in reads {
+                read.await;
+            }
+        } else {
+            futures::future::join_all(reads).await;
+        }
+    }
+    drop(s);
+    store_backends_gone(&c).await;
+    let after = scans(&c).await;
+    for t in TABLES {
+        let (seq0, idx0) = before[t];
+        let (seq1, idx1) = after[t];
+        assert_eq!(
+            seq1 - seq0,
+            0,
+            "the batched reads scanned table {t} whole {} times (index scans: {})",
+            seq1 - seq0,
+            idx1 - idx0
+        );
+    }
+    assert!(after["zones"].1 > before["zones"].1, "{before:?} {after:?}");
+    drop(c);
+    let _ = driver.await;
+}
