@@ -144,8 +144,8 @@ impl PostgresStore {
         // sent alone, only one of them met; past it they are answered as overloaded (503).
         //
         // Statements are prepared once per connection (`cached.rs`) and planned once: one
-        // generic plan each (ADR 0034). Planning every call was about half of PostgreSQL's CPU
-        // in a reconnect storm. A generic plan is made at a statement's first call and kept,
+        // generic plan each (ADR 0034). Planning every call was nearly a third of PostgreSQL's
+        // statement time in a reconnect storm. A generic plan is made at a statement's first call and kept,
         // so one made while a table was nearly empty (a fleet bootstrapping) would scan it
         // whole for as long as the connection lives. With sequential scans disabled the
         // planner takes an index wherever one serves, and scans a table only where no index
