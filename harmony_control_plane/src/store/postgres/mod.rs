@@ -145,12 +145,12 @@ impl PostgresStore {
         //
         // Statements are prepared once per connection (`cached.rs`) and planned once: one
         // generic plan each (ADR 0034). Planning every call was nearly a third of PostgreSQL's
-        // statement time in a reconnect storm. A generic plan is made at a statement's first call and kept,
-        // so one made while a table was nearly empty (a fleet bootstrapping) would scan it
-        // whole for as long as the connection lives. With sequential scans disabled the
-        // planner takes an index wherever one serves, and scans a table only where no index
-        // can; the sweep's listings of every zone and session, in key order, are read through
-        // the primary keys (50 % slower than a scan at 12,000 zones: docs/benchmarks.md).
+        // statement time in a reconnect storm. A generic plan is made at a statement's first
+        // call and kept, so one made while a table was nearly empty (a fleet bootstrapping)
+        // would scan it whole for as long as the connection lives. With sequential scans
+        // disabled the planner takes an index wherever one serves, and scans a table only where
+        // no index can; the sweep's listings of every zone and session, in key order, are read
+        // through the primary keys (50 % slower than a scan at 12,000 zones: docs/benchmarks.md).
         let session = format!(
             "-c lock_timeout={} -c plan_cache_mode=force_generic_plan -c enable_seqscan=off",
             pool_wait.as_millis().max(1)
