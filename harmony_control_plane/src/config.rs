@@ -47,7 +47,8 @@ pub struct Config {
     /// `sslmode` (`disable`, `prefer` by default, `require`) and always verifies the server.
     #[arg(long, env = "HARMONY_CP_DATABASE_CA_FILE", value_name = "FILE")]
     pub database_ca_file: Option<PathBuf>,
-    /// PostgreSQL connections of this replica's pool.
+    /// PostgreSQL connections of this replica's pool; the replica opens two more, one for
+    /// events and one for writing heartbeats.
     #[arg(long, default_value_t = 16)]
     pub database_pool_size: usize,
     /// How long a call waits for a free pooled PostgreSQL connection, and a statement for a

@@ -222,6 +222,26 @@ impl Hub {
         lock(&self.beats).drain().map(|(_, b)| b).collect()
     }
 
+    /// Puts back heartbeats taken for a write the store could not make, under any that arrived
+    /// since: those are newer, so their time and status win, and an older beat only adds the
+    /// status (a first heartbeat's) that a newer one without status would have kept.
+    pub fn requeue_heartbeats(&self, older: Vec<Heartbeat>) {
+        let mut beats = lock(&self.beats);
+        for beat in older {
+            match beats.get_mut(&beat.conn) {
+                Some(newer) => {
+                    newer.at = newer.at.max(beat.at);
+                    if newer.status_json.is_none() {
+                        newer.status_json = beat.status_json;
+                    }
+                }
+                None => {
+                    beats.insert(beat.conn.clone(), beat);
+                }
+            }
+        }
+    }
+
     /// Takes the buffered heartbeat of connection `conn`, if any (written before the session is
     /// closed, so the last heartbeat time is exact).
     pub fn take_heartbeat(&self, conn: &str) -> Option<Heartbeat> {
@@ -315,5 +335,32 @@ mod tests {
         assert_eq!(hub.take_heartbeat("c1"), Some(beat("eu", "c1", 30, None)));
         assert_eq!(hub.take_heartbeat("c3"), Some(beat("eu", "c3", 31, None)));
         assert_eq!(hub.take_heartbeat("c3"), None);
+    }
+
+    #[test]
+    fn heartbeats_put_back_after_a_failed_write_yield_to_newer_ones() {
+        let hub = Hub::new("r1");
+        let first = "{\"k8s_reachable\":true}";
+        hub.heartbeat(beat("eu", "c1", 10, Some(first)));
+        hub.heartbeat(beat("us", "c2", 11, Some(first)));
+        let taken = hub.take_heartbeats();
+        // While the write failed: c1 beat again without a status, c2 with a newer one.
+        hub.heartbeat(beat("eu", "c1", 20, None));
+        hub.heartbeat(beat("us", "c2", 21, Some("{\"k8s_reachable\":false}")));
+        hub.requeue_heartbeats(taken);
+        let mut beats = hub.take_heartbeats();
+        beats.sort_by(|a, b| a.region.cmp(&b.region));
+        assert_eq!(
+            beats,
+            vec![
+                beat("eu", "c1", 20, Some(first)),
+                beat("us", "c2", 21, Some("{\"k8s_reachable\":false}"))
+            ]
+        );
+        // Nothing arrived meanwhile: the beats come back as they were.
+        hub.heartbeat(beat("eu", "c1", 30, None));
+        let taken = hub.take_heartbeats();
+        hub.requeue_heartbeats(taken);
+        assert_eq!(hub.take_heartbeats(), vec![beat("eu", "c1", 30, None)]);
     }
 }

@@ -85,13 +85,24 @@ pub fn heartbeat(cp: &ControlPlane, region: &str, conn: &str, status: &AgentStat
     });
 }
 
-/// Writes every buffered heartbeat in one batch.
+/// Writes every buffered heartbeat in one batch. When the store is busy or unreachable
+/// ([`StoreError::is_transient`]) they go back in the buffer for the next flush: dropped, a
+/// connection's first heartbeat would leave its zone waiting for the next one, a whole
+/// heartbeat interval later.
 pub async fn flush_heartbeats(cp: &ControlPlane) -> Result<(), StoreError> {
     let beats = cp.hub.take_heartbeats();
-    if !beats.is_empty() {
-        cp.store.session_heartbeats(&beats).await?;
+    if beats.is_empty() {
+        return Ok(());
     }
-    Ok(())
+    match cp.store.flush_session_heartbeats(&beats).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            if e.is_transient() {
+                cp.hub.requeue_heartbeats(beats);
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Stores the services `region`'s agent holds now; `Ok(false)` when `conn` is not current.

@@ -353,3 +353,30 @@ fn long_sweeps_are_spaced_so_they_take_at_most_their_share_of_the_time() {
     );
     assert!(next_sweep_after(interval, Duration::from_secs(2)) > interval);
 }
+
+/// A flush the store could not take (another process held the SQLite file's lock past the busy
+/// timeout) fails as busy, and the next flush writes its heartbeats. Dropped, a connection's
+/// first heartbeat left its zone "waiting for the agent's first heartbeat" until the next one,
+/// a whole heartbeat interval later.
+#[tokio::test]
+async fn heartbeats_a_busy_store_refused_are_written_by_the_next_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = control_plane(dir.path(), settings());
+    regions::create(&cp, "eu", "z", None).await.unwrap();
+    let opened = connect(&cp).await;
+    let blocker = rusqlite::Connection::open(dir.path().join("cp.sqlite")).unwrap();
+    blocker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let status = AgentStatus {
+        k8s_reachable: true,
+        ..AgentStatus::default()
+    };
+    sessions::heartbeat(&cp, "eu", &opened.conn, &status);
+    let e = sessions::flush_heartbeats(&cp).await.unwrap_err();
+    // Busy, so the HTTP edge answers 503 `overloaded` with `Retry-After` (http/error.rs).
+    assert!(e.overloaded, "{e}");
+    assert!(e.to_string().contains("--db file"), "{e}");
+    blocker.execute_batch("ROLLBACK").unwrap();
+    sessions::flush_heartbeats(&cp).await.unwrap();
+    let view = regions::view(&cp, "eu").await.unwrap();
+    assert_eq!(view.health, Health::Healthy, "{view:?}");
+}

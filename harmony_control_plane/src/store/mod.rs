@@ -180,6 +180,13 @@ pub trait Store: TenancyStore + StatusStore + Send + Sync + 'static {
     /// Applies many heartbeats in one statement; a beat only counts when its connection id is
     /// still the region's current, connected one. Returns how many rows it updated.
     async fn session_heartbeats(&self, beats: &[Heartbeat]) -> Result<u64, StoreError>;
+    /// [`Store::session_heartbeats`] for the replica's periodic write of every heartbeat it
+    /// buffered (one caller at a time). A backend with a connection pool writes them on a
+    /// connection of their own, so a busy pool never delays them: a zone's health then reflects
+    /// its agent's heartbeats, not how long the control plane's other calls queued.
+    async fn flush_session_heartbeats(&self, beats: &[Heartbeat]) -> Result<u64, StoreError> {
+        self.session_heartbeats(beats).await
+    }
     /// Stores the services an agent advertises; `Ok(false)` when `conn` is not current.
     async fn session_services(
         &self,

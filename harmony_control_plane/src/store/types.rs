@@ -82,9 +82,13 @@ impl StoreError {
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.overloaded {
+            let hint = match self.backend {
+                "sqlite" => "retry later, and check that no other process holds the --db file",
+                _ => "retry later, or raise --database-pool-size if the database has room",
+            };
             return write!(
                 f,
-                "the control plane is overloaded: state database ({}): cannot {}: {}; retry later, or raise --database-pool-size if the database has room",
+                "the control plane is overloaded: state database ({}): cannot {}: {}; {hint}",
                 self.backend, self.op, self.cause
             );
         }

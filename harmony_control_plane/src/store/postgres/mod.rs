@@ -86,6 +86,10 @@ impl fmt::Display for Error {
 /// The PostgreSQL store. Dropping it stops its event listener.
 pub struct PostgresStore {
     pool: Pool,
+    /// One connection for the periodic write of buffered heartbeats, outside `pool`: during a
+    /// reconnect storm the pool's queue (up to the pool wait, per flush) would otherwise hold
+    /// back every zone's first heartbeat, and make live zones look late.
+    heartbeats: Pool,
     /// How long a call waits for a pooled connection.
     wait: Duration,
     events: broadcast::Sender<Event>,
@@ -112,10 +116,10 @@ macro_rules! pooled {
 impl PostgresStore {
     /// Connects to `url` (`postgres://user:password@host:port/dbname?sslmode=require`), creates
     /// or checks the schema (serialised between replicas by an advisory lock) and starts
-    /// listening for events. `pool_size` connections at most, plus one for events; a call
-    /// waits up to `pool_wait` for a free one, then fails as overloaded. TLS follows
-    /// the URL's `sslmode`, verifying the server against the PEM CAs of `ca_file` (or the
-    /// system's).
+    /// listening for events. `pool_size` connections at most, plus one for events and one for
+    /// the periodic heartbeat write; a call waits up to `pool_wait` for a free one, then fails
+    /// as overloaded. TLS follows the URL's `sslmode`, verifying the server against the PEM CAs
+    /// of `ca_file` (or the system's).
     pub async fn connect(
         url: &str,
         pool_size: usize,
@@ -161,21 +165,25 @@ impl PostgresStore {
         };
         config.options(&options);
 
-        let manager = Manager::from_config(
-            config.clone(),
-            tls.clone(),
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(pool_size)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(pool_wait))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| fail("build the connection pool", chain(&e)))?;
+        let build = |size: usize| {
+            let manager = Manager::from_config(
+                config.clone(),
+                tls.clone(),
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            );
+            Pool::builder(manager)
+                .max_size(size)
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(Some(pool_wait))
+                .create_timeout(Some(CONNECT_TIMEOUT))
+                .recycle_timeout(Some(CONNECT_TIMEOUT))
+                .build()
+                .map_err(|e| fail("build the connection pool", chain(&e)))
+        };
+        let pool = build(pool_size)?;
+        let heartbeats = build(1)?;
         let mut client = pool
             .get()
             .await
@@ -193,6 +201,7 @@ impl PostgresStore {
         let batched = Batched::start(&pool, pool_wait);
         Ok(Self {
             pool,
+            heartbeats,
             wait: pool_wait,
             events,
             listener,
@@ -392,6 +401,17 @@ impl Store for PostgresStore {
             return Ok(0);
         }
         pooled!(self, "record heartbeats", c => sessions::heartbeats(&c, beats))
+    }
+
+    async fn flush_session_heartbeats(&self, beats: &[Heartbeat]) -> Result<u64, StoreError> {
+        if beats.is_empty() {
+            return Ok(0);
+        }
+        let op = "record heartbeats";
+        let c = pooled_client(&self.heartbeats, self.wait, op).await?;
+        sessions::heartbeats(&c, beats)
+            .await
+            .map_err(|e| pg_error(op, e))
     }
 
     async fn session_services(

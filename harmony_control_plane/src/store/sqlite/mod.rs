@@ -86,7 +86,17 @@ impl SqliteStore {
         })
         .await
         .map_err(|e| StoreError::new(BACKEND, op, e))?
-        .map_err(|e| StoreError::new(BACKEND, op, e))
+        .map_err(|e| failure(op, e))
+    }
+}
+
+/// A statement's failure: busy (another process held the file's lock past the busy timeout)
+/// when retrying later may succeed, so the HTTP edge answers 503 with `Retry-After`.
+fn failure(op: &'static str, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ffi::ErrorCode::{DatabaseBusy, DatabaseLocked};
+    match e.sqlite_error_code() {
+        Some(DatabaseBusy | DatabaseLocked) => StoreError::busy(BACKEND, op, e),
+        _ => StoreError::new(BACKEND, op, e),
     }
 }
 

@@ -472,3 +472,81 @@ pub(super) async fn concurrent_calls_each_get_the_answer_they_would_get_alone(db
     }
     assert!(s.unanswered("burst", "z1").await.unwrap().is_empty());
 }
+
+/// The periodic heartbeat write has a connection of its own: while the pool's only connection
+/// is held by a call waiting on a lock, `flush_session_heartbeats` is written at once. Through
+/// the pool it waited until that call gave up (its lock wait, up to the pool wait), as every
+/// zone's heartbeats queued behind a reconnect storm's calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_heartbeat_flushes_do_not_queue_behind_a_busy_pool() {
+    use harmony_e2e::eventually::eventually;
+    use std::time::Duration;
+    let db = Db::postgres();
+    let Db::Postgres { url, .. } = &db else {
+        unreachable!()
+    };
+    let s = store::open(&store::StoreConfig::Postgres {
+        url: url.clone(),
+        pool_size: 1,
+        pool_wait: Duration::from_secs(10),
+        ca_file: None,
+    })
+    .await
+    .unwrap_or_else(|e| panic!("opening the store: {e}"));
+    s.session_open(&session("eu", "replica-a", "c1", 100))
+        .await
+        .unwrap();
+
+    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connecting: {e:?}"));
+    let driver = tokio::spawn(conn);
+    c.batch_execute("BEGIN; LOCK TABLE regions IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    // A call that waits on the lock, holding the pool's only connection.
+    let waiting = tokio::spawn({
+        let s = s.clone();
+        async move { s.create_region("ap", "z1").await }
+    });
+    let lock_waiters = || async {
+        let n: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE application_name = 'harmony-control-plane' AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        n
+    };
+    eventually(
+        Duration::from_secs(20),
+        "the pooled call to wait on the lock",
+        || async {
+            match lock_waiters().await {
+                1 => Ok(()),
+                n => Err(n),
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    let written = s
+        .flush_session_heartbeats(&[beat("eu", "c1", 160, Some(r#"{"ok":true}"#))])
+        .await
+        .unwrap();
+    assert_eq!(written, 1);
+    // Written while that call still waited: not on its connection.
+    assert_eq!(lock_waiters().await, 1, "the flush waited for the pool");
+    c.batch_execute("ROLLBACK").await.unwrap();
+    waiting.await.unwrap().unwrap();
+    let eu = s.session("eu", "z1").await.unwrap().unwrap();
+    assert_eq!(
+        (eu.last_heartbeat_at, eu.status_json.as_deref()),
+        (160, Some(r#"{"ok":true}"#))
+    );
+    driver.abort();
+}
