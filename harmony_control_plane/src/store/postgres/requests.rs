@@ -207,6 +207,15 @@ pub(super) async fn many(
     Ok(out)
 }
 
+/// The states of a request not answered yet, passed as a parameter to the writes that find
+/// rows by id. Written as constants (`state IN ('queued', 'sent')`), they let the planner use
+/// the partial indexes on those states with no key at all: a generic plan made while
+/// `requests` was nearly empty joined the ids with a scan of the whole
+/// `requests_unanswered_by_zone` index, which keeps the entries of answered requests until a
+/// vacuum (ADR 0034). A parameter proves nothing about those indexes, so the primary key is
+/// the only way in.
+const UNANSWERED: [&str; 2] = ["queued", "sent"];
+
 /// Marks many requests sent (a delivery more each), unless answered meanwhile: the ids marked.
 pub(super) async fn mark_sent_many(
     c: &Client,
@@ -214,15 +223,15 @@ pub(super) async fn mark_sent_many(
 ) -> Result<std::collections::HashSet<String>, Error> {
     let ids: Vec<&str> = sent.iter().map(|(id, _)| id.as_str()).collect();
     let at: Vec<i64> = sent.iter().map(|(_, now)| *now).collect();
+    // Rows found by key only (see `UNANSWERED`); a repeated id takes its first time.
     let rows = c
         .query_cached(
-            "UPDATE requests r SET state = 'sent', sent_at = t.now,
+            "UPDATE requests r SET state = 'sent',
+                 sent_at = ($2::int8[])[array_position($1::text[], r.id)],
                  deliveries = r.deliveries + 1
-             FROM (SELECT DISTINCT ON (id) id, now
-                   FROM unnest($1::text[], $2::int8[]) AS u(id, now)) AS t
-             WHERE r.id = t.id AND r.state IN ('queued', 'sent')
+             WHERE r.id = ANY($1::text[]) AND r.state = ANY($3::text[])
              RETURNING r.id",
-            &[&ids, &at],
+            &[&ids, &at, &&UNANSWERED[..]],
         )
         .await?;
     rows.iter()
@@ -249,15 +258,17 @@ pub(super) async fn finish_many(c: &Client, answers: &[Finish]) -> Result<Vec<bo
         .iter()
         .map(|a| crate::store::status::failure_of(&a.2))
         .collect();
+    // Rows found by key only (see `UNANSWERED`); each id's values by its place in `$1`.
     let rows = c
         .query_cached(
-            "UPDATE requests r SET state = t.state, res = t.res, completed_at = t.now,
-                 error = t.error
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::text[])
-                 AS t(id, state, res, now, error)
-             WHERE r.id = t.id AND r.state IN ('queued', 'sent')
+            "UPDATE requests r SET
+                 state = ($2::text[])[array_position($1::text[], r.id)],
+                 res = ($3::text[])[array_position($1::text[], r.id)],
+                 completed_at = ($4::int8[])[array_position($1::text[], r.id)],
+                 error = ($5::text[])[array_position($1::text[], r.id)]
+             WHERE r.id = ANY($1::text[]) AND r.state = ANY($6::text[])
              RETURNING r.id",
-            &[&ids, &states, &res, &at, &errors],
+            &[&ids, &states, &res, &at, &errors, &&UNANSWERED[..]],
         )
         .await?;
     let mut stored = std::collections::HashSet::new();

@@ -218,3 +218,64 @@ async fn postgres_unanswered_requests_are_looked_up_per_zone_on_a_plan_made_when
     drop(c);
     let _ = driver.await;
 }
+
+/// Marking requests sent and storing their results find each row by its key, even on a
+/// connection whose plans were made while `requests` was empty. Those plans joined the ids
+/// with a scan of the whole partial index of unanswered requests, on every call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_request_writes_find_rows_by_key_on_a_plan_made_when_empty() {
+    let db = Db::postgres();
+    let Db::Postgres { url, .. } = &db else {
+        unreachable!()
+    };
+    // One pooled connection: the plans its first calls make, on empty tables, are kept.
+    let s =
+        harmony_control_plane::store::open(&harmony_control_plane::store::StoreConfig::Postgres {
+            url: url.clone(),
+            pool_size: 1,
+            pool_wait: Duration::from_secs(10),
+            ca_file: None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("opening the store: {e}"));
+    let res = r#"{"type":"res","id":"x","ok":true}"#;
+    assert!(!s.mark_sent("none", 1).await.unwrap());
+    assert!(!s.complete_request("none", res, 1).await.unwrap());
+
+    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connecting: {e:?}"));
+    let driver = tokio::spawn(conn);
+    c.batch_execute(&format!(
+        "ALTER TABLE requests SET (autovacuum_enabled = false);
+         INSERT INTO requests (id, region, zone, op, params, body_hash, state, created_at)
+             SELECT 'q' || g, 'r' || g, 'z', 'op', '{{}}', decode(repeat('00', 32), 'hex'),
+                 'queued', 1
+             FROM generate_series(1, {ROWS}) g;"
+    ))
+    .await
+    .unwrap();
+    let before = request_index_reads(&c).await;
+    let calls = 20;
+    for i in 1..=calls {
+        let id = format!("q{}", i * 97);
+        assert!(s.mark_sent(&id, 2).await.unwrap(), "{id}");
+        assert!(s.complete_request(&id, res, 3).await.unwrap(), "{id}");
+        assert!(
+            !s.complete_request(&id, res, 4).await.unwrap(),
+            "{id}: answered twice"
+        );
+    }
+    let done = s.request("q97").await.unwrap().unwrap();
+    assert_eq!((done.sent_at, done.completed_at), (Some(2), Some(3)));
+    drop(s);
+    store_backends_gone(&c).await;
+    let read = request_index_reads(&c).await - before;
+    // Three writes and a read per id, each a primary-key lookup of one entry.
+    assert!(
+        read <= calls * 4 * 4,
+        "{read} index entries read to mark {calls} requests sent and store their results"
+    );
+    drop(c);
+    let _ = driver.await;
+}
