@@ -76,6 +76,37 @@ impl Db {
             .await
             .unwrap_or_else(|e| panic!("opening the store: {e}"))
     }
+
+    /// A store on this PostgreSQL database with one pooled connection, so the plans its first
+    /// calls make are the ones every later call uses, and one call can hold the whole pool.
+    async fn open_one_connection(&self) -> Arc<dyn Store> {
+        let Db::Postgres { url, .. } = self else {
+            panic!("a pool of one connection is a PostgreSQL setting")
+        };
+        store::open(&StoreConfig::Postgres {
+            url: url.clone(),
+            pool_size: 1,
+            pool_wait: std::time::Duration::from_secs(10),
+            ca_file: None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("opening the store: {e}"))
+    }
+
+    /// A plain connection to this PostgreSQL database, outside any store (statistics, locks,
+    /// rows written directly), and the task driving it.
+    async fn connect(&self) -> (tokio_postgres::Client, tokio::task::JoinHandle<()>) {
+        let Db::Postgres { url, .. } = self else {
+            panic!("a plain connection is to PostgreSQL")
+        };
+        let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap_or_else(|e| panic!("connecting: {e:?}"));
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        (c, driver)
+    }
 }
 
 /// Generates `sqlite::<case>` and `postgres::<case>` tests running the same case.

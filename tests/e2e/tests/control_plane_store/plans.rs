@@ -61,15 +61,9 @@ async fn store_backends_gone(c: &tokio_postgres::Client) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_batched_reads_never_scan_whole_tables_even_without_statistics() {
     let db = Db::postgres();
-    let Db::Postgres { url, .. } = &db else {
-        unreachable!()
-    };
     // The schema, from a first store.
     drop(db.open().await);
-    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connecting: {e:?}"));
-    let driver = tokio::spawn(conn);
+    let (c, driver) = db.connect().await;
     store_backends_gone(&c).await;
     // Thousands of rows the planner has no statistics for, as after a fleet's bootstrap.
     let mut fill = String::new();
@@ -149,6 +143,20 @@ async fn postgres_batched_reads_never_scan_whole_tables_even_without_statistics(
     let _ = driver.await;
 }
 
+/// Queued requests `q<g>` of regions `r<g>` (zone `z`), [`ROWS`] of them, that autovacuum
+/// leaves alone.
+async fn queue_requests(c: &tokio_postgres::Client) {
+    c.batch_execute(&format!(
+        "ALTER TABLE requests SET (autovacuum_enabled = false);
+         INSERT INTO requests (id, region, zone, op, params, body_hash, state, created_at)
+             SELECT 'q' || g, 'r' || g, 'z', 'op', '{{}}', decode(repeat('00', 32), 'hex'),
+                 'queued', 1
+             FROM generate_series(1, {ROWS}) g;"
+    ))
+    .await
+    .unwrap();
+}
+
 /// Index entries `requests`' indexes returned, from `pg_stat_user_indexes`.
 async fn request_index_reads(c: &tokio_postgres::Client) -> i64 {
     c.batch_execute("SELECT pg_stat_clear_snapshot()")
@@ -172,34 +180,12 @@ async fn request_index_reads(c: &tokio_postgres::Client) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_unanswered_requests_are_looked_up_per_zone_on_a_plan_made_when_empty() {
     let db = Db::postgres();
-    let Db::Postgres { url, .. } = &db else {
-        unreachable!()
-    };
-    // One pooled connection: the plan its first call makes, on empty tables, is the one kept.
-    let s =
-        harmony_control_plane::store::open(&harmony_control_plane::store::StoreConfig::Postgres {
-            url: url.clone(),
-            pool_size: 1,
-            pool_wait: Duration::from_secs(10),
-            ca_file: None,
-        })
-        .await
-        .unwrap_or_else(|e| panic!("opening the store: {e}"));
+    // The plan its first call makes, on empty tables, is the one kept.
+    let s = db.open_one_connection().await;
     assert!(s.unanswered("r1", "z").await.unwrap().is_empty());
 
-    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connecting: {e:?}"));
-    let driver = tokio::spawn(conn);
-    c.batch_execute(&format!(
-        "ALTER TABLE requests SET (autovacuum_enabled = false);
-         INSERT INTO requests (id, region, zone, op, params, body_hash, state, created_at)
-             SELECT 'q' || g, 'r' || g, 'z', 'op', '{{}}', decode(repeat('00', 32), 'hex'),
-                 'queued', 1
-             FROM generate_series(1, {ROWS}) g;"
-    ))
-    .await
-    .unwrap();
+    let (c, driver) = db.connect().await;
+    queue_requests(&c).await;
     let before = request_index_reads(&c).await;
     let calls = 20;
     for i in 1..=calls {
@@ -225,36 +211,14 @@ async fn postgres_unanswered_requests_are_looked_up_per_zone_on_a_plan_made_when
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_request_writes_find_rows_by_key_on_a_plan_made_when_empty() {
     let db = Db::postgres();
-    let Db::Postgres { url, .. } = &db else {
-        unreachable!()
-    };
-    // One pooled connection: the plans its first calls make, on empty tables, are kept.
-    let s =
-        harmony_control_plane::store::open(&harmony_control_plane::store::StoreConfig::Postgres {
-            url: url.clone(),
-            pool_size: 1,
-            pool_wait: Duration::from_secs(10),
-            ca_file: None,
-        })
-        .await
-        .unwrap_or_else(|e| panic!("opening the store: {e}"));
+    // The plans its first calls make, on empty tables, are the ones kept.
+    let s = db.open_one_connection().await;
     let res = r#"{"type":"res","id":"x","ok":true}"#;
     assert!(!s.mark_sent("none", 1).await.unwrap());
     assert!(!s.complete_request("none", res, 1).await.unwrap());
 
-    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connecting: {e:?}"));
-    let driver = tokio::spawn(conn);
-    c.batch_execute(&format!(
-        "ALTER TABLE requests SET (autovacuum_enabled = false);
-         INSERT INTO requests (id, region, zone, op, params, body_hash, state, created_at)
-             SELECT 'q' || g, 'r' || g, 'z', 'op', '{{}}', decode(repeat('00', 32), 'hex'),
-                 'queued', 1
-             FROM generate_series(1, {ROWS}) g;"
-    ))
-    .await
-    .unwrap();
+    let (c, driver) = db.connect().await;
+    queue_requests(&c).await;
     let before = request_index_reads(&c).await;
     let calls = 20;
     for i in 1..=calls {

@@ -482,25 +482,12 @@ async fn postgres_heartbeat_flushes_do_not_queue_behind_a_busy_pool() {
     use harmony_e2e::eventually::eventually;
     use std::time::Duration;
     let db = Db::postgres();
-    let Db::Postgres { url, .. } = &db else {
-        unreachable!()
-    };
-    let s = store::open(&store::StoreConfig::Postgres {
-        url: url.clone(),
-        pool_size: 1,
-        pool_wait: Duration::from_secs(10),
-        ca_file: None,
-    })
-    .await
-    .unwrap_or_else(|e| panic!("opening the store: {e}"));
+    let s = db.open_one_connection().await;
     s.session_open(&session("eu", "replica-a", "c1", 100))
         .await
         .unwrap();
 
-    let (c, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connecting: {e:?}"));
-    let driver = tokio::spawn(conn);
+    let (c, driver) = db.connect().await;
     c.batch_execute("BEGIN; LOCK TABLE regions IN ACCESS EXCLUSIVE MODE")
         .await
         .unwrap();
