@@ -205,11 +205,9 @@ impl Hub {
     pub fn heartbeat(&self, beat: Heartbeat) {
         let mut beats = lock(&self.beats);
         match beats.get_mut(&beat.conn) {
-            Some(old) => {
-                old.at = old.at.max(beat.at);
-                if beat.status_json.is_some() {
-                    old.status_json = beat.status_json;
-                }
+            Some(buffered) => {
+                let older = std::mem::replace(buffered, beat);
+                fold(buffered, older);
             }
             None => {
                 beats.insert(beat.conn.clone(), beat);
@@ -229,12 +227,7 @@ impl Hub {
         let mut beats = lock(&self.beats);
         for beat in older {
             match beats.get_mut(&beat.conn) {
-                Some(newer) => {
-                    newer.at = newer.at.max(beat.at);
-                    if newer.status_json.is_none() {
-                        newer.status_json = beat.status_json;
-                    }
-                }
+                Some(newer) => fold(newer, beat),
                 None => {
                     beats.insert(beat.conn.clone(), beat);
                 }
@@ -246,6 +239,15 @@ impl Hub {
     /// closed, so the last heartbeat time is exact).
     pub fn take_heartbeat(&self, conn: &str) -> Option<Heartbeat> {
         lock(&self.beats).remove(conn)
+    }
+}
+
+/// Folds an `older` heartbeat of the same connection into `newer`: the later time, and the
+/// newer status unless it carries none.
+fn fold(newer: &mut Heartbeat, older: Heartbeat) {
+    newer.at = newer.at.max(older.at);
+    if newer.status_json.is_none() {
+        newer.status_json = older.status_json;
     }
 }
 

@@ -212,6 +212,18 @@ impl PostgresStore {
     async fn client(&self, op: &'static str) -> Result<deadpool_postgres::Client, StoreError> {
         pooled_client(&self.pool, self.wait, op).await
     }
+
+    /// Writes `beats` on a connection of `pool` (the main pool, or the heartbeats' own).
+    async fn write_heartbeats(&self, pool: &Pool, beats: &[Heartbeat]) -> Result<u64, StoreError> {
+        if beats.is_empty() {
+            return Ok(0);
+        }
+        let op = "record heartbeats";
+        let c = pooled_client(pool, self.wait, op).await?;
+        sessions::heartbeats(&c, beats)
+            .await
+            .map_err(|e| pg_error(op, e))
+    }
 }
 
 /// A pooled connection for `op`, waiting up to `wait` for one.
@@ -397,21 +409,11 @@ impl Store for PostgresStore {
     }
 
     async fn session_heartbeats(&self, beats: &[Heartbeat]) -> Result<u64, StoreError> {
-        if beats.is_empty() {
-            return Ok(0);
-        }
-        pooled!(self, "record heartbeats", c => sessions::heartbeats(&c, beats))
+        self.write_heartbeats(&self.pool, beats).await
     }
 
     async fn flush_session_heartbeats(&self, beats: &[Heartbeat]) -> Result<u64, StoreError> {
-        if beats.is_empty() {
-            return Ok(0);
-        }
-        let op = "record heartbeats";
-        let c = pooled_client(&self.heartbeats, self.wait, op).await?;
-        sessions::heartbeats(&c, beats)
-            .await
-            .map_err(|e| pg_error(op, e))
+        self.write_heartbeats(&self.heartbeats, beats).await
     }
 
     async fn session_services(

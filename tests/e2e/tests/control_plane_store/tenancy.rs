@@ -345,13 +345,7 @@ async fn postgres_concurrent_quotas_on_two_replicas_never_exceed_the_cap() {
 async fn postgres_a_version_1_database_gains_the_tenancy_tables_and_columns_in_place() {
     let db = Db::postgres();
     drop(db.open().await);
-    let Db::Postgres { url, .. } = &db else {
-        unreachable!()
-    };
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
+    let (client, _driver) = db.connect().await;
     client
         .batch_execute(
             "DROP TABLE project_quotas, projects, tenant_caps, tenant_tokens, tenants;

@@ -319,13 +319,7 @@ CREATE INDEX IF NOT EXISTS requests_finished ON requests(completed_at)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_a_version_1_database_gets_zones_in_place() {
     let db = Db::postgres();
-    let Db::Postgres { url, .. } = &db else {
-        unreachable!()
-    };
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap_or_else(|e| panic!("connecting: {e:?}"));
-    let driver = tokio::spawn(conn);
+    let (client, driver) = db.connect().await;
     client.batch_execute(POSTGRES_RELEASE_1).await.unwrap();
     client
         .batch_execute(
