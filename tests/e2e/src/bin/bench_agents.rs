@@ -43,6 +43,7 @@ use harmony_agent_protocol::{
     AgentStatus, Frame, Hello, MAX_FRAME_BYTES, Op, PROTOCOL_VERSION, Ping, Res, close, decode,
     encode,
 };
+use harmony_e2e::bench::{BenchResult, cpu_ticks, ticks_per_second};
 use harmony_e2e::ha::{self, Haproxy, Replicas, haproxy_capacity, raise_fd_limit};
 use harmony_e2e::multi_region::{ControlPlane, ControlPlaneOptions, Pki};
 use tokio_tungstenite::tungstenite::Message;
@@ -56,8 +57,6 @@ mod fleet;
 mod heap;
 #[path = "bench_agents/storm.rs"]
 mod storm;
-
-type BenchResult<T> = Result<T, String>;
 
 /// Set once the figures are printed: agents then stop quietly with the control plane.
 static DONE: AtomicBool = AtomicBool::new(false);
@@ -175,21 +174,6 @@ fn rss_kib(pid: u32) -> BenchResult<u64> {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .ok_or("no VmRSS".into())
-}
-
-/// utime + stime of a process (`self` for this one), in clock ticks.
-fn cpu_ticks(pid: &str) -> BenchResult<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
-    let after = stat.rsplit_once(')').ok_or("bad stat")?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let field = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
-    Ok(field(11).ok_or("bad utime")? + field(12).ok_or("bad stime")?)
-}
-
-fn ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
 }
 
 fn binary(name: &str) -> BenchResult<PathBuf> {
@@ -860,13 +844,13 @@ async fn bench() -> BenchResult<()> {
     let t0 = Instant::now();
     let before = watched
         .iter()
-        .map(|p| cpu_ticks(p))
+        .map(|p| cpu_ticks(p, false))
         .collect::<BenchResult<Vec<_>>>()?;
     tokio::time::sleep(Duration::from_secs(o.window_s)).await;
     let writes_after = tokio::task::block_in_place(db_writes);
     let after = watched
         .iter()
-        .map(|p| cpu_ticks(p))
+        .map(|p| cpu_ticks(p, false))
         .collect::<BenchResult<Vec<_>>>()?;
     let window = t0.elapsed().as_secs_f64();
     let hz = ticks_per_second();

@@ -23,13 +23,16 @@
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant};
 
 use harmony::domain::capability::{ApplyOptions, K8sClient, K8sObject};
-use harmony::domain::{ChangeAction, ObjectChange, RunContext, Topology};
+use harmony::domain::{ChangeAction, ObjectChange, RunContext, Topology, capture_progress};
 use harmony_e2e::ApiServer;
-use harmony_e2e::bench::{BenchResult, check, kubectl, stats};
+use harmony_e2e::bench::{
+    BenchResult, MachineTicks, check, cpu_ticks, kubectl, stats, ticks_per_second,
+};
 
 /// One timed step: wall-clock time and the CPU time the client and the API server spent.
 #[derive(Clone, Copy, Default)]
@@ -37,36 +40,19 @@ struct Step {
     wall: Duration,
     client_cpu: Duration,
     server_cpu: Duration,
+    /// The whole machine's CPU time during the step (every process, every core).
+    machine: MachineTicks,
+    /// Harmony only: from the start until its objects' PATCHes began (connecting, discovery,
+    /// the LISTs, and the namespaces' PATCHes, which the objects must wait for); zero for
+    /// kubectl.
+    preface: Duration,
 }
 
-/// Clock ticks per second of `/proc/<pid>/stat` times.
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf reads a constant of the running kernel; it has no pointer arguments.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 { hz as f64 } else { 100.0 }
-}
-
-/// CPU time (user + system) of process `pid` so far; with `children`, that of its waited-for
-/// children instead (kubectl and the `diff` it runs).
+/// CPU time of process `pid` so far; with `children`, that of its waited-for children instead
+/// (kubectl and the `diff` it runs).
 fn process_cpu(pid: u32, children: bool) -> BenchResult<Duration> {
-    let path = format!("/proc/{pid}/stat");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-    // The command name is in parentheses and may hold spaces; fields are counted after it,
-    // starting at field 3 (state): utime is field 14, stime 15, cutime 16, cstime 17.
-    let rest = text
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .ok_or_else(|| format!("{path}: no command name"))?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let at = if children { 13 } else { 11 };
-    let ticks = |i: usize| -> BenchResult<u64> {
-        fields
-            .get(i)
-            .and_then(|f| f.parse().ok())
-            .ok_or_else(|| format!("{path}: field {} is not a number", i + 3))
-    };
-    let total = ticks(at)? + ticks(at + 1)?;
-    Ok(Duration::from_secs_f64(total as f64 / clock_ticks()))
+    let ticks = cpu_ticks(&pid.to_string(), children)?;
+    Ok(Duration::from_secs_f64(ticks as f64 / ticks_per_second()))
 }
 
 /// CPU counters read before a step, to take the difference after it.
@@ -75,6 +61,7 @@ struct CpuMark {
     server: Duration,
     client: Duration,
     children: bool,
+    machine: MachineTicks,
 }
 
 impl CpuMark {
@@ -85,6 +72,7 @@ impl CpuMark {
             server: process_cpu(server.pid(), false)?,
             client: process_cpu(std::process::id(), children)?,
             children,
+            machine: MachineTicks::now(),
         })
     }
 
@@ -93,6 +81,8 @@ impl CpuMark {
             wall,
             client_cpu: process_cpu(std::process::id(), self.children)?.saturating_sub(self.client),
             server_cpu: process_cpu(self.server_pid, false)?.saturating_sub(self.server),
+            machine: MachineTicks::now().since(self.machine),
+            preface: Duration::ZERO,
         })
     }
 }
@@ -252,8 +242,17 @@ async fn harmony_apply(
     k8s.ensure_ready()
         .await
         .map_err(|e| format!("harmony ensure_ready: {e}\n{}", server.log_tail()))?;
-    let changes = k8s
-        .apply(objects, &ApplyOptions::default())
+    // The progress line the apply reports once its namespaces (and CRDs) are in place and
+    // its objects' PATCHes begin: how long the objects waited for what must come first.
+    let preface = Arc::new(Mutex::new(None));
+    let seen = preface.clone();
+    let sink = Arc::new(move |message: String| {
+        if message.contains("CRD(s) ready") {
+            let mut at = seen.lock().unwrap_or_else(|e| e.into_inner());
+            at.get_or_insert_with(|| started.elapsed());
+        }
+    });
+    let changes = capture_progress(sink, k8s.apply(objects, &ApplyOptions::default()))
         .await
         .map_err(|e| {
             format!(
@@ -262,7 +261,12 @@ async fn harmony_apply(
             )
         })?;
     let wall = started.elapsed();
-    Ok((mark.finish(wall)?, changes))
+    let mut step = mark.finish(wall)?;
+    step.preface = preface
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_default();
+    Ok((step, changes))
 }
 
 struct KubectlRun {
@@ -621,6 +625,34 @@ async fn one_run(input: &Inputs, concurrency: Option<usize>) -> BenchResult<[Ste
     ])
 }
 
+/// Where Harmony's step `h` went on the machine, medians over `runs`: a short line for the
+/// human output and the text the figure carries. A first apply cannot skip a request, so what
+/// separates it from the server-bound floor is here: Harmony's own CPU, other processes, the
+/// cores left idle, and the objects' wait for the namespaces they live in.
+fn where_the_time_went(runs: &[[Step; STEPS.len()]], h: usize, cores: usize) -> (String, String) {
+    let hz = ticks_per_second();
+    let med = |f: &dyn Fn(&Step) -> f64| stats(runs.iter().map(|t| f(&t[h])).collect()).0;
+    let wall = med(&|s| s.wall.as_secs_f64());
+    let busy = med(&|s| s.machine.busy as f64 / hz);
+    let idle = med(&|s| s.machine.idle as f64 / hz);
+    let iowait = med(&|s| s.machine.iowait as f64 / hz);
+    let server = med(&|s| s.server_cpu.as_secs_f64());
+    let client = med(&|s| s.client_cpu.as_secs_f64());
+    let preface = med(&|s| s.preface.as_secs_f64());
+    let share = 100.0 * busy / (wall * cores as f64);
+    let others = (busy - server - client).max(0.0);
+    (
+        format!(
+            "cores {share:.0} % busy; idle {idle:.2} s of core time (iowait {iowait:.2} s); objects' PATCHes from {preface:.2} s"
+        ),
+        format!(
+            "cores {share:.0} % busy during Harmony's {wall:.2} s ({busy:.2} s of {:.2} s of core time: API server {server:.2}, Harmony {client:.2}, other processes {others:.2}; idle {idle:.2}, of which waiting for the disk {iowait:.2}); its objects' PATCHes began {preface:.2} s in, after connecting, discovery, the LISTs and the namespaces' PATCHes; {FIRST_APPLY_FLOOR_SLACK}× the floor leaves {:.2} s of core time beside the API server's, and Harmony's own CPU alone was {client:.2} s",
+            wall * cores as f64,
+            (FIRST_APPLY_FLOOR_SLACK - 1.0) * server
+        ),
+    )
+}
+
 async fn run(options: Options) -> BenchResult<()> {
     let concurrency = options
         .concurrency
@@ -731,6 +763,12 @@ async fn run(options: Options) -> BenchResult<()> {
                 ),
                 "met": met,
             }));
+            if first && let Some(last) = figures.last_mut() {
+                let (idle, gaps) = where_the_time_went(&runs, h, cores);
+                let text = last["measured"].as_str().unwrap_or_default().to_string();
+                last["measured"] = json!(format!("{text}; {gaps}"));
+                out.push(format!("{:<40} {idle}", ""));
+            }
         }
         // Printed as each size finishes, so a long 10,000-object run shows its 1,000 figures.
         for line in &out {

@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use harmony_e2e::bench::{MachineTicks, cpu_ticks, ticks_per_second};
+
 /// CPU ticks of the machine and of each party, at one instant.
 pub(crate) struct Sample {
     at: Instant,
@@ -66,36 +68,19 @@ impl Parties {
     }
 
     pub(crate) fn sample(&self) -> Sample {
-        let sum = |pids: &[String]| pids.iter().filter_map(|p| super::cpu_ticks(p).ok()).sum();
+        let sum = |pids: &[String]| pids.iter().filter_map(|p| cpu_ticks(p, false).ok()).sum();
         Sample {
             at: Instant::now(),
-            machine: machine_busy(),
+            machine: MachineTicks::now().busy,
             parties: vec![
                 sum(&self.replicas),
                 named("postgres"),
                 sum(&self.proxies),
-                super::cpu_ticks("self").unwrap_or(0) + sum(&self.simulators),
+                cpu_ticks("self", false).unwrap_or(0) + sum(&self.simulators),
             ],
             net: Net::now(),
         }
     }
-}
-
-/// Busy ticks of every core (all but idle and iowait), from `/proc/stat`.
-fn machine_busy() -> u64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
-        return 0;
-    };
-    let Some(cpu) = stat.lines().next() else {
-        return 0;
-    };
-    let f: Vec<u64> = cpu
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    f.iter().take(8).sum::<u64>() - f.get(3).copied().unwrap_or(0) - f.get(4).copied().unwrap_or(0)
 }
 
 /// CPU ticks of every process whose command is `comm`.
@@ -109,13 +94,13 @@ fn named(comm: &str) -> u64 {
         .filter(|p| {
             std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == comm)
         })
-        .filter_map(|p| super::cpu_ticks(&p).ok())
+        .filter_map(|p| cpu_ticks(&p, false).ok())
         .sum()
 }
 
 /// Between two samples: the wall time, the machine's busy CPU and each party's CPU, in seconds.
 fn between(before: &Sample, after: &Sample) -> (f64, f64, Vec<f64>) {
-    let hz = super::ticks_per_second();
+    let hz = ticks_per_second();
     let secs = |a: u64, b: u64| b.saturating_sub(a) as f64 / hz;
     let part = before
         .parties
