@@ -268,6 +268,41 @@ impl ApiServer {
             .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"))
     }
 
+    /// Requests the API server has answered so far with `verb` (`APPLY`, `LIST`, `GET`, ...),
+    /// for `resource` (`configmaps`) or every resource, counted from its own metrics
+    /// (`apiserver_request_total`), so a test sees what was sent, not what a client reported.
+    ///
+    /// The server counts a request just after answering it, so a read made as soon as a client
+    /// has its answer can miss it: the count is read until two reads 200 ms apart agree (for
+    /// at most 10 s).
+    pub fn requests_answered(&self, verb: &str, resource: Option<&str>) -> u64 {
+        let mut last = self.requests_counted(verb, resource);
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(200));
+            let now = self.requests_counted(verb, resource);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        last
+    }
+
+    /// One read of the count [`Self::requests_answered`] settles.
+    fn requests_counted(&self, verb: &str, resource: Option<&str>) -> u64 {
+        let out = self.kubectl(&["get", "--raw", "/metrics"]);
+        assert!(out.status.success(), "{out:?}");
+        let verb = format!("verb=\"{verb}\"");
+        let resource = resource.map(|r| format!("resource=\"{r}\""));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{") && l.contains(&verb))
+            .filter(|l| resource.as_ref().is_none_or(|r| l.contains(r.as_str())))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+
     /// Runs the fixture's kubectl with `stdin` as its standard input (e.g. `apply -f -`).
     pub fn kubectl_stdin(&self, args: &[&str], stdin: &str) -> Output {
         let mut child = Command::new(&self.binary)

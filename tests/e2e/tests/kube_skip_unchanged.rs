@@ -3,8 +3,9 @@
 //! A re-apply sends no server-side apply for an object whose live state shows it unchanged
 //! (Harmony's managed fields are exactly what it declares, each with the declared value). Every
 //! drift of a field Harmony owns must still be re-applied, and fields Harmony does not own must
-//! never be touched. Requests are counted from the API server's own metrics
-//! (`apiserver_request_total{verb="APPLY"}`), not from Harmony's report.
+//! never be touched. Nor does an apply LIST what it can know without asking: the objects of a
+//! namespace it saw absent; nor send anything once it was dropped. Requests are counted from the API server's own metrics
+//! (`apiserver_request_total`), not from Harmony's report.
 //!
 //! Run: `cargo test -p harmony_e2e --test kube_skip_unchanged`.
 
@@ -62,13 +63,7 @@ fn objects() -> Vec<K8sObject> {
 
 /// Server-side applies the API server has answered so far (dry runs included).
 fn applies(server: &ApiServer) -> u64 {
-    let out = server.kubectl(&["get", "--raw", "/metrics"]);
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with("apiserver_request_total{") && l.contains("verb=\"APPLY\""))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+    server.requests_answered("APPLY", None)
 }
 
 async fn topology(server: &ApiServer, ctx: RunContext) -> K8sTopology {
@@ -357,4 +352,141 @@ async fn unchanged_objects_are_not_sent_and_every_drift_of_an_owned_field_is() {
     assert_eq!(get(&server, "configmap", "cfg")["data"]["key"], "value");
     let (changes, sent) = apply(&server, &t).await;
     assert_eq!(sent, 1, "{changes:?}");
+}
+
+/// `names` as ConfigMaps in `ns`, each holding `value`.
+fn config_maps(ns: &str, names: &[&str], value: &str) -> Vec<K8sObject> {
+    names
+        .iter()
+        .map(|name| {
+            K8sObject::new(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": ns}, "data": {"key": value}}))
+            .unwrap()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn objects_of_a_namespace_seen_absent_are_known_absent_without_a_list() {
+    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let t = topology(&server, RunContext::default()).await;
+    // "old" exists and holds one of the declared ConfigMaps, made by hand; "new" does not.
+    kubectl_ok(&server, &["create", "namespace", "old"]);
+    kubectl_ok(
+        &server,
+        &[
+            "create",
+            "configmap",
+            "a",
+            "-n",
+            "old",
+            "--from-literal=other=by-hand",
+        ],
+    );
+    let namespace = |name: &str| {
+        // Labelled: a namespace declaring nothing but its name gets no managed-fields entry
+        // for Harmony, so it can never be proven unchanged, and is always sent.
+        K8sObject::new(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"owner": "harmony"}}}))
+        .unwrap()
+    };
+    let mut declared = vec![namespace("old"), namespace("new")];
+    declared.extend(config_maps("old", &["a", "b", "c"], "1"));
+    declared.extend(config_maps("new", &["a", "b", "c"], "1"));
+    // "implicit" is used but not declared: created first, also known absent.
+    declared.extend(config_maps("implicit", &["a", "b"], "1"));
+
+    let lists = server.requests_answered("LIST", Some("configmaps"));
+    let changes = t
+        .apply(&declared, &ApplyOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        server.requests_answered("LIST", Some("configmaps")) - lists,
+        1,
+        "only the ConfigMaps of \"old\" are listed: {changes:?}"
+    );
+    let of = |ns: &str, name: &str| {
+        changes
+            .iter()
+            .find(|c| c.object == format!("v1 ConfigMap {ns}/{name}"))
+            .unwrap_or_else(|| panic!("{ns}/{name} not in {changes:?}"))
+            .action
+    };
+    assert_eq!(of("old", "a"), ChangeAction::Update, "{changes:?}");
+    for (ns, name) in [
+        ("old", "b"),
+        ("old", "c"),
+        ("new", "a"),
+        ("new", "b"),
+        ("new", "c"),
+        ("implicit", "a"),
+        ("implicit", "b"),
+    ] {
+        assert_eq!(
+            of(ns, name),
+            ChangeAction::Create,
+            "{ns}/{name}: {changes:?}"
+        );
+    }
+    for ns in ["old", "new", "implicit"] {
+        let out = server.kubectl(&[
+            "get",
+            "configmap",
+            "a",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={.data.key}",
+        ]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "1", "{ns}: {out:?}");
+    }
+
+    // Every namespace exists now: each is listed, and nothing is sent again.
+    let lists = server.requests_answered("LIST", Some("configmaps"));
+    let sent = applies(&server);
+    let again = t
+        .apply(&declared, &ApplyOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        server.requests_answered("LIST", Some("configmaps")) - lists,
+        3,
+        "{again:?}"
+    );
+    assert_eq!(applies(&server) - sent, 0, "{again:?}");
+    assert!(
+        again.iter().all(|c| c.action == ChangeAction::Unchanged),
+        "{again:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_apply_dropped_midway_sends_nothing_more() {
+    let server = ApiServer::start().unwrap_or_else(|e| panic!("{e}"));
+    let t = server
+        .topology("fixture", &RunContext::default())
+        .with_concurrency(1);
+    t.ensure_ready()
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", server.log_tail()));
+    let names: Vec<String> = (0..300).map(|i| format!("cm-{i:03}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let objects = config_maps("dropped", &names, "1");
+    let before = applies(&server);
+    // One at a time, 300 creates take seconds: the apply is dropped a few dozen in.
+    let dropped = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        t.apply(&objects, &ApplyOptions::default()),
+    )
+    .await;
+    assert!(dropped.is_err(), "the apply finished before it was dropped");
+    let at_drop = applies(&server) - before;
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let later = applies(&server) - before;
+    assert!(
+        at_drop < names.len() as u64,
+        "{at_drop} applies by the time of the drop"
+    );
+    assert_eq!(later, at_drop, "applies sent after the apply was dropped");
 }

@@ -49,9 +49,13 @@ impl K8sTopology {
     /// ServiceAccount may get and patch resource quotas, limit ranges, role bindings and CRDs
     /// without being allowed to list them) leaves its objects to a GET each, which is what
     /// a GET-only permission allows and reports any real error against the object itself.
+    ///
+    /// Objects in `absent_namespaces` (namespaces this apply saw absent) are known absent
+    /// without a request: no object can live in a namespace that does not exist.
     pub(super) async fn live_state(
         &self,
         objects: &[&K8sObject],
+        absent_namespaces: &BTreeSet<String>,
     ) -> (LiveState, Vec<Option<LiveKey>>) {
         let mut live = LiveState::new();
         let Ok(conn) = self.connection() else {
@@ -77,6 +81,15 @@ impl K8sTopology {
                         .to_string()
                 }),
             };
+            if scope
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| absent_namespaces.contains(ns))
+            {
+                live.insert((scope.clone(), r.name.clone()), None);
+                keys.push(Some((scope, r.name.clone())));
+                continue;
+            }
             scopes
                 .entry(scope.clone())
                 .or_insert_with(|| (kind, Vec::new()))

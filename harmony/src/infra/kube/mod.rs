@@ -1,6 +1,7 @@
 //! The Kubernetes capability over kube-rs: server-side apply, dry-run plans, discovery of any kind.
 
 mod apply;
+mod apply_object;
 mod applyset;
 mod error;
 mod live_state;
