@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::apply_object::{PhaseRules, PhaseTask, apply_object};
 use super::error::map;
-use super::live_state::{LiveKey, LiveState};
+use super::live_state::{LiveState, absent_names, live_key};
 use super::resolve::ResolvedKind;
 use super::topology::K8sTopology;
 use crate::domain::capability::{
@@ -100,19 +100,20 @@ impl K8sTopology {
         force: bool,
         done: &mut Vec<ObjectChange>,
     ) -> Result<(), CapabilityError> {
-        let known = self.live_state(objects, &BTreeSet::new()).await;
-        self.apply_known(objects, known, force, done).await
+        let live = self.live_state(objects, &BTreeSet::new()).await;
+        self.apply_known(objects, live, force, done).await
     }
 
-    /// [`Self::apply_phase`] with the phase's live state already learned: `keys` holds one
-    /// entry per object of `objects`, in order.
+    /// [`Self::apply_phase`] with the phase's live state already learned (an object with no
+    /// entry in `live` is read with a GET).
     async fn apply_known(
         &self,
         objects: &[&K8sObject],
-        (mut live, keys): (LiveState, Vec<Option<LiveKey>>),
+        mut live: LiveState,
         force: bool,
         done: &mut Vec<ObjectChange>,
     ) -> Result<(), CapabilityError> {
+        let conn = self.connection()?;
         let rules = Arc::new(PhaseRules {
             force,
             dry_run: self.dry_run(),
@@ -125,13 +126,17 @@ impl K8sTopology {
         // Owned jobs, so that the phase runs as one task on the runtime's workers, beside the
         // HTTP connections' tasks, instead of on the caller's (often `block_on`'s) thread:
         // every request and response then crossed threads, and 1,000 creates cost Harmony
-        // 0.25 s of CPU instead of 0.17 s (bench_apply, docs/benchmarks.md).
+        // 0.25 s of CPU instead of 0.19 s (bench_apply, ADR 0036).
         let mut jobs: Vec<BoxFuture<'static, (usize, Result<ObjectChange, CapabilityError>)>> =
             Vec::with_capacity(objects.len());
-        for (i, (o, key)) in objects.iter().zip(keys).enumerate() {
-            let known = key.and_then(|k| live.remove(&k));
-            match self.api_for(o.reference()).await {
-                Ok(api) => {
+        for (i, o) in objects.iter().enumerate() {
+            let r = o.reference();
+            let kind = self.kinds.resolve(&conn.client, &conn.server, r).await;
+            match kind.and_then(|kind| {
+                let api = self.api(&kind, r.namespace.as_deref())?;
+                Ok((api, live.remove(&live_key(&kind, r))))
+            }) {
+                Ok((api, known)) => {
                     let (rules, object) = (rules.clone(), K8sObject::clone(o));
                     jobs.push(
                         async move { (i, apply_object(&rules, &api, &object, known).await) }
@@ -142,11 +147,11 @@ impl K8sTopology {
             }
         }
         let concurrency = self.concurrency();
-        let phase = PhaseTask(tokio::spawn(
+        let phase = PhaseTask::spawn(
             stream::iter(jobs)
                 .buffer_unordered(concurrency)
                 .collect::<Vec<_>>(),
-        ));
+        );
         for (i, r) in phase.finish(&rules.server).await? {
             ordered[i] = Some(r);
         }
@@ -247,30 +252,22 @@ impl K8sTopology {
         // first apply into new namespaces lists nothing but the namespaces). Without CRDs,
         // every other kind resolves now, and the LISTs of the namespaces that exist need not
         // wait for the namespaces' PATCHes, which change no object: they run meanwhile.
-        let ns_known = self.live_state(&namespaces, &BTreeSet::new()).await;
-        let mut absent: BTreeSet<String> = implicit
+        let ns_live = self.live_state(&namespaces, &BTreeSet::new()).await;
+        let absent: BTreeSet<String> = implicit
             .iter()
-            .map(|n| n.reference().name.clone())
+            .map(|n| n.reference().name.as_str())
+            .chain(absent_names(&ns_live))
+            .map(str::to_string)
             .collect();
-        absent.extend(
-            namespaces
-                .iter()
-                .zip(&ns_known.1)
-                .filter(|(_, key)| {
-                    key.as_ref()
-                        .is_some_and(|k| matches!(ns_known.0.get(k), Some(None)))
-                })
-                .map(|(n, _)| n.reference().name.clone()),
-        );
-        let (namespaced, mut known) = if crds.is_empty() {
-            let (applied, known) = futures::join!(
-                self.apply_known(&namespaces, ns_known, force, &mut done),
+        let (namespaced, live) = if crds.is_empty() {
+            let (applied, live) = futures::join!(
+                self.apply_known(&namespaces, ns_live, force, &mut done),
                 self.live_state(&rest, &absent)
             );
-            (applied, Some(known))
+            (applied, Some(live))
         } else {
             let applied = self
-                .apply_known(&namespaces, ns_known, force, &mut done)
+                .apply_known(&namespaces, ns_live, force, &mut done)
                 .await;
             (applied, None)
         };
@@ -287,34 +284,25 @@ impl K8sTopology {
                 .map(|(n, _)| n.reference().name.as_str())
                 .collect();
             let server = self.server();
-            let keep: Vec<bool> = rest
-                .iter()
-                .map(|o| {
-                    let inside = o
-                        .reference()
-                        .namespace
-                        .as_deref()
-                        .is_some_and(|ns| pending.contains(ns));
-                    if inside {
-                        done.push(ObjectChange {
-                            object: o.reference().to_string(),
-                            action: ChangeAction::Create,
-                            location: Some(format!(
-                                "{server} (namespace not created yet: not validated by the server)"
-                            )),
-                            diff: Vec::new(),
-                            status: None,
-                        });
-                    }
-                    !inside
-                })
-                .collect();
-            let mut kept = keep.iter();
-            rest.retain(|_| kept.next().copied().unwrap_or(true));
-            if let Some((_, keys)) = &mut known {
-                let mut kept = keep.iter();
-                keys.retain(|_| kept.next().copied().unwrap_or(true));
-            }
+            rest.retain(|o| {
+                let inside = o
+                    .reference()
+                    .namespace
+                    .as_deref()
+                    .is_some_and(|ns| pending.contains(ns));
+                if inside {
+                    done.push(ObjectChange {
+                        object: o.reference().to_string(),
+                        action: ChangeAction::Create,
+                        location: Some(format!(
+                            "{server} (namespace not created yet: not validated by the server)"
+                        )),
+                        diff: Vec::new(),
+                        status: None,
+                    });
+                }
+                !inside
+            });
         }
         if !crds.is_empty() {
             if let Err(e) = self.apply_phase(&crds, force, &mut done).await {
@@ -332,12 +320,11 @@ impl K8sTopology {
             self.verb(),
             rest.len()
         ));
-        let known = match known {
-            Some(known) => known,
+        let live = match live {
+            Some(live) => live,
             None => self.live_state(&rest, &absent).await,
         };
-        let applied = self.apply_known(&rest, known, force, &mut done).await;
-        if let Err(e) = applied {
+        if let Err(e) = self.apply_known(&rest, live, force, &mut done).await {
             return Err(fail(done, e));
         }
         Ok(done)

@@ -23,9 +23,14 @@ pub(super) struct PhaseRules {
 
 /// A phase's applies, spawned; aborted if the apply awaiting them is dropped, so a cancelled
 /// apply sends no more requests, as when they ran on the caller's task.
-pub(super) struct PhaseTask<T>(pub(super) tokio::task::JoinHandle<T>);
+pub(super) struct PhaseTask<T>(tokio::task::JoinHandle<T>);
 
-impl<T> PhaseTask<T> {
+impl<T: Send + 'static> PhaseTask<T> {
+    /// Runs `work` on the runtime's workers.
+    pub(super) fn spawn(work: impl Future<Output = T> + Send + 'static) -> Self {
+        Self(tokio::spawn(work))
+    }
+
     /// The task's output; its panic is resumed here, on the caller's task.
     pub(super) async fn finish(mut self, server: &str) -> Result<T, CapabilityError> {
         match (&mut self.0).await {

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::apply::DEFAULT_NAMESPACE;
 use super::resolve::ResolvedKind;
 use super::topology::K8sTopology;
-use crate::domain::capability::K8sObject;
+use crate::domain::capability::{K8sObject, ObjectRef};
 
 /// Items per LIST page when learning a phase's live objects: large enough that 1,000 objects
 /// of a kind in a namespace cost two round trips, small enough that a page stays a few MiB.
@@ -30,6 +30,36 @@ pub(super) struct ListScope {
     namespace: Option<String>,
 }
 
+impl ListScope {
+    /// The scope of object `r`, of kind `kind`.
+    fn of(kind: &ResolvedKind, r: &ObjectRef) -> Self {
+        Self {
+            group: kind.resource.group.clone(),
+            version: kind.resource.version.clone(),
+            plural: kind.resource.plural.clone(),
+            namespace: kind.namespaced.then(|| {
+                r.namespace
+                    .as_deref()
+                    .unwrap_or(DEFAULT_NAMESPACE)
+                    .to_string()
+            }),
+        }
+    }
+}
+
+/// Object `r`'s place in a [`LiveState`], given its kind.
+pub(super) fn live_key(kind: &ResolvedKind, r: &ObjectRef) -> LiveKey {
+    (ListScope::of(kind, r), r.name.clone())
+}
+
+/// The names of the objects a [`LiveState`] shows absent (for the namespaces' own state: the
+/// namespaces that do not exist).
+pub(super) fn absent_names(live: &LiveState) -> impl Iterator<Item = &str> {
+    live.iter()
+        .filter(|(_, object)| object.is_none())
+        .map(|((_, name), _)| name.as_str())
+}
+
 /// What the server held for each object just before a phase, keyed by scope and name:
 /// `Some(None)` means absent. An object with no entry is unknown and is read with a GET.
 pub(super) type LiveState = HashMap<LiveKey, Option<DynamicObject>>;
@@ -41,8 +71,8 @@ type Listed = Vec<(LiveKey, Option<DynamicObject>)>;
 impl K8sTopology {
     /// Learns the live state of a phase's objects with one paginated LIST per (resource,
     /// namespace) holding two or more of them, so that applying an object costs one request
-    /// (the PATCH) instead of two (GET, then PATCH). Also returns each object's key into the
-    /// state (`None` when its kind does not resolve: `apply_one` then reports that error).
+    /// (the PATCH) instead of two (GET, then PATCH). An object whose kind does not resolve
+    /// gets no entry: applying it reports that error.
     ///
     /// A scope with a single object is left to a GET: a LIST would cost the same one request
     /// and return more. A LIST that fails (typically 403: the agent's least-privilege
@@ -56,46 +86,32 @@ impl K8sTopology {
         &self,
         objects: &[&K8sObject],
         absent_namespaces: &BTreeSet<String>,
-    ) -> (LiveState, Vec<Option<LiveKey>>) {
+    ) -> LiveState {
         let mut live = LiveState::new();
         let Ok(conn) = self.connection() else {
-            return (live, vec![None; objects.len()]);
+            return live;
         };
         let mut scopes: HashMap<ListScope, (ResolvedKind, Vec<String>)> = HashMap::new();
-        let mut keys = Vec::with_capacity(objects.len());
         // Sequential: after the first object of a kind, resolving is a cache lookup.
         for o in objects {
             let r = o.reference();
             let Ok(kind) = self.kinds.resolve(&conn.client, &conn.server, r).await else {
-                keys.push(None);
                 continue;
             };
-            let scope = ListScope {
-                group: kind.resource.group.clone(),
-                version: kind.resource.version.clone(),
-                plural: kind.resource.plural.clone(),
-                namespace: kind.namespaced.then(|| {
-                    r.namespace
-                        .as_deref()
-                        .unwrap_or(DEFAULT_NAMESPACE)
-                        .to_string()
-                }),
-            };
+            let (scope, name) = live_key(&kind, r);
             if scope
                 .namespace
                 .as_ref()
                 .is_some_and(|ns| absent_namespaces.contains(ns))
             {
-                live.insert((scope.clone(), r.name.clone()), None);
-                keys.push(Some((scope, r.name.clone())));
+                live.insert((scope, name), None);
                 continue;
             }
             scopes
-                .entry(scope.clone())
+                .entry(scope)
                 .or_insert_with(|| (kind, Vec::new()))
                 .1
-                .push(r.name.clone());
-            keys.push(Some((scope, r.name.clone())));
+                .push(name);
         }
         let lists: Vec<BoxFuture<'_, Listed>> = scopes
             .into_iter()
@@ -116,7 +132,7 @@ impl K8sTopology {
             .collect()
             .await;
         live.extend(found.into_iter().flatten());
-        (live, keys)
+        live
     }
 
     /// Lists one scope page by page and says, for each of `names` it can vouch for, whether
